@@ -1,0 +1,116 @@
+//! Who is calling. `authenticate` turns the `Authorization` header into a `Principal`; each kind
+//! of credential (static API tokens today, OAuth access tokens later) is one verifier behind it.
+
+use crate::config::{self, ApiToken};
+use sha2::{Digest, Sha256};
+use worker::{Env, Headers};
+
+/// The authenticated caller. `id` names the credential (an API token's name); runs record it and
+/// idempotency keys are scoped to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub id: String,
+}
+
+/// Why a request was refused; each maps to a 401 (or 503 when nothing is configured).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthError {
+    /// No `Authorization: Bearer …` header.
+    Missing,
+    /// A bearer token that no verifier accepts.
+    Invalid,
+    /// The deployment has no credentials configured at all.
+    NotConfigured,
+}
+
+impl AuthError {
+    pub fn message(&self) -> String {
+        match self {
+            AuthError::Missing => {
+                "missing credentials: send `Authorization: Bearer <token>` (see README, client setup)"
+                    .into()
+            }
+            AuthError::Invalid => "invalid or expired bearer token".into(),
+            AuthError::NotConfigured => format!(
+                "this deployment has no API tokens configured: set the {} secret (see README)",
+                config::API_TOKENS
+            ),
+        }
+    }
+
+    /// The `WWW-Authenticate` challenge (RFC 6750) sent with a 401.
+    pub fn challenge(&self) -> String {
+        match self {
+            AuthError::Invalid => {
+                r#"Bearer realm="handoff", error="invalid_token", error_description="the bearer token is not valid""#
+                    .into()
+            }
+            _ => r#"Bearer realm="handoff""#.into(),
+        }
+    }
+}
+
+/// Authenticates a request from its headers.
+pub fn authenticate(env: &Env, headers: &Headers) -> Result<Principal, AuthError> {
+    let tokens = config::api_tokens(env);
+    if tokens.is_empty() {
+        return Err(AuthError::NotConfigured);
+    }
+    let header = headers.get("authorization").ok().flatten();
+    let presented = header
+        .as_deref()
+        .and_then(bearer_token)
+        .ok_or(AuthError::Missing)?;
+    verify_static_token(&tokens, presented).ok_or(AuthError::Invalid)
+}
+
+/// Extracts the token from `Bearer <token>` (scheme case-insensitive).
+fn bearer_token(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Compares the presented token with every configured one in constant time: both sides are
+/// hashed to fixed-length digests and all tokens are always compared, so neither the position of
+/// a match nor the length of a secret shows in the timing.
+fn verify_static_token(tokens: &[ApiToken], presented: &str) -> Option<Principal> {
+    let presented = Sha256::digest(presented.as_bytes());
+    let mut found: Option<&ApiToken> = None;
+    for token in tokens {
+        let expected = Sha256::digest(token.value.as_bytes());
+        let diff = expected
+            .iter()
+            .zip(presented.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        if diff == 0 && found.is_none() {
+            found = Some(token);
+        }
+    }
+    found.map(|t| Principal { id: t.name.clone() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_parsing() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer   abc "), Some("abc"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearer "), None);
+        assert_eq!(bearer_token("Bearer"), None);
+    }
+
+    #[test]
+    fn static_tokens_match_exactly() {
+        let tokens = config::parse_api_tokens("a:aaaaaaaaaaaaaaaa,b:bbbbbbbbbbbbbbbb");
+        assert_eq!(
+            verify_static_token(&tokens, "bbbbbbbbbbbbbbbb").map(|p| p.id),
+            Some("b".to_string())
+        );
+        assert_eq!(verify_static_token(&tokens, "bbbbbbbbbbbbbbb"), None);
+        assert_eq!(verify_static_token(&tokens, "bbbbbbbbbbbbbbbbb"), None);
+    }
+}

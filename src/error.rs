@@ -1,0 +1,107 @@
+//! The Worker's one error type. Every layer returns `Error`; it is turned into an HTTP response,
+//! a JSON-RPC error or an `isError` tool result only at the boundary that owns that format.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What went wrong, by kind. The kind decides the HTTP status and the MCP shape; the message is
+/// written for the person or model that has to act on it and never contains secrets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The caller sent something malformed or out of range; fixing the input fixes it.
+    InvalidInput,
+    /// The caller named something that does not exist (a run, a session, an MCP session).
+    NotFound,
+    /// The request conflicts with existing state (an idempotency key reused for other input).
+    Conflict,
+    /// The MCP session named by `Mcp-Session-Id` is unknown, expired or ended (HTTP 404, so the
+    /// client initializes again).
+    McpSessionGone,
+    /// A dependency or configuration is missing; an operator has to act.
+    Unavailable,
+    /// A bug or an unexpected failure of the platform; retrying may help.
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidInput, message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, message)
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Conflict, message)
+    }
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unavailable, message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, message)
+    }
+
+    /// The HTTP status this error maps to wherever it becomes a plain HTTP response.
+    pub fn http_status(&self) -> u16 {
+        match self.kind {
+            ErrorKind::InvalidInput => 400,
+            ErrorKind::NotFound | ErrorKind::McpSessionGone => 404,
+            ErrorKind::Conflict => 409,
+            ErrorKind::Unavailable => 503,
+            ErrorKind::Internal => 500,
+        }
+    }
+
+    /// Rebuilds an error from an HTTP status and message (the inverse of `http_status`), used
+    /// when a Durable Object answers with an error body that cannot be parsed.
+    pub fn from_status(status: u16, message: impl Into<String>) -> Self {
+        let kind = match status {
+            400 | 413 | 422 => ErrorKind::InvalidInput,
+            404 => ErrorKind::NotFound,
+            409 => ErrorKind::Conflict,
+            503 => ErrorKind::Unavailable,
+            _ => ErrorKind::Internal,
+        };
+        Self::new(kind, message)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<worker::Error> for Error {
+    fn from(e: worker::Error) -> Self {
+        Error::internal(format!("platform error: {e}"))
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::internal(format!("serialization error: {e}"))
+    }
+}
+
+impl From<Error> for worker::Error {
+    fn from(e: Error) -> Self {
+        worker::Error::RustError(e.message)
+    }
+}

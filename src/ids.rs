@@ -1,0 +1,53 @@
+//! Unguessable identifiers: a short prefix naming the kind (`run_`, `ses_`, `mcp_`) and 128 random
+//! bits in lower-case Crockford base32, so ids are URL-, header- and file-name-safe.
+
+const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+/// 128 bits in base32 take 26 characters.
+const BODY_LEN: usize = 26;
+
+pub const RUN: &str = "run_";
+pub const SESSION: &str = "ses_";
+pub const MCP_SESSION: &str = "mcp_";
+
+/// Fills `buf` with cryptographically secure random bytes.
+pub fn random_bytes(buf: &mut [u8]) {
+    // The platform CSPRNG (crypto.getRandomValues in workerd) cannot fail for small buffers; if it
+    // ever did, an all-zero id would collide on insert and surface as an error, never silently.
+    let _ = getrandom::fill(buf);
+}
+
+/// A new id with the given prefix.
+pub fn new_id(prefix: &str) -> String {
+    let mut bytes = [0u8; 16];
+    random_bytes(&mut bytes);
+    let mut out = String::with_capacity(prefix.len() + BODY_LEN);
+    out.push_str(prefix);
+    let value = u128::from_be_bytes(bytes);
+    for i in (0..BODY_LEN).rev() {
+        let index = ((value >> (i * 5)) & 0x1f) as usize;
+        out.push(ALPHABET[index] as char);
+    }
+    out
+}
+
+/// Whether `id` has the shape of an id with this prefix (not whether it exists).
+pub fn is_valid(prefix: &str, id: &str) -> bool {
+    id.strip_prefix(prefix)
+        .is_some_and(|body| body.len() == BODY_LEN && body.bytes().all(|b| ALPHABET.contains(&b)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_have_prefix_and_shape_and_differ() {
+        let a = new_id(RUN);
+        let b = new_id(RUN);
+        assert!(is_valid(RUN, &a), "{a}");
+        assert_ne!(a, b);
+        assert!(!is_valid(SESSION, &a));
+        assert!(!is_valid(RUN, "run_../../etc"));
+        assert!(!is_valid(RUN, &format!("{a}x")));
+    }
+}

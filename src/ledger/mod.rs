@@ -1,0 +1,375 @@
+//! The run ledger Durable Object: the one source of truth for runs, work sessions and MCP
+//! sessions, in SQLite. Its alarm is the watchdog that guarantees every accepted run reaches a
+//! terminal state, and the dispatcher that retries hand-offs to session objects.
+
+mod api;
+mod store;
+
+pub use api::{Ledger, McpSessionRef, Page};
+
+use crate::config;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ids;
+use crate::rpc;
+use crate::runs::{error_codes, RunError, RunRecord, RunSpec, RunStatus};
+use crate::session::SessionClient;
+use crate::time::{alarm_offset, now_ms, rfc3339};
+use api::{Ack, Cancelled, CreatedRun, Envelope, Op, OpenedMcpSession, Transitioned};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::cell::Cell;
+use worker::{
+    console_error, durable_object, DurableObject, Env, Request, Response, SqlStorage, State,
+};
+
+/// How long a queued run may wait for its hand-off to the session before the alarm retries it.
+const DISPATCH_GRACE_MS: i64 = 10_000;
+/// The alarm wakes at least this often to purge old MCP sessions.
+const HOUSEKEEPING_MS: i64 = 6 * 3600 * 1000;
+/// MCP sessions unused for this long are forgotten (the client re-initializes on the 404).
+const MCP_SESSION_IDLE_MS: i64 = 30 * 24 * 3600 * 1000;
+/// Ended MCP sessions are kept this long so they answer 404 rather than looking unknown.
+const MCP_SESSION_ENDED_KEEP_MS: i64 = 24 * 3600 * 1000;
+/// `last_seen_at` is rewritten at most this often, so polling does not write on every call.
+const MCP_SESSION_TOUCH_MS: i64 = 3600 * 1000;
+
+#[durable_object]
+pub struct RunLedger {
+    state: State,
+    env: Env,
+    /// The alarm time this instance last read or set; `None` when unknown.
+    alarm_at: Cell<Option<i64>>,
+}
+
+impl DurableObject for RunLedger {
+    fn new(state: State, env: Env) -> Self {
+        if let Err(e) = store::create_schema(&state.storage().sql()) {
+            console_error!("ledger schema: {e}");
+        }
+        Self {
+            state,
+            env,
+            alarm_at: Cell::new(None),
+        }
+    }
+
+    async fn fetch(&self, req: Request) -> worker::Result<Response> {
+        let result = match rpc::read_op::<Envelope>(req).await {
+            Ok(envelope) => self.handle(envelope).await,
+            Err(e) => Err(e),
+        };
+        rpc::reply(result)
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        self.alarm_at.set(None);
+        if let Err(e) = self.housekeeping().await {
+            console_error!("ledger alarm: {e}");
+            // Make sure a failed round does not leave the ledger without its next wake-up.
+            self.state.storage().set_alarm(DISPATCH_GRACE_MS).await?;
+        }
+        Response::ok("")
+    }
+}
+
+impl RunLedger {
+    fn sql(&self) -> SqlStorage {
+        self.state.storage().sql()
+    }
+
+    fn stall_ms(&self) -> i64 {
+        config::stall_timeout_ms(&self.env) as i64
+    }
+
+    async fn handle(&self, envelope: Envelope) -> Result<Value> {
+        let sql = self.sql();
+        let now = now_ms();
+        if let Some(session) = &envelope.mcp_session {
+            check_mcp_session(&sql, session, now)?;
+        }
+        let value = match envelope.op {
+            Op::OpenMcpSession {
+                principal,
+                protocol_version,
+                client,
+            } => {
+                let id = ids::new_id(ids::MCP_SESSION);
+                store::open_mcp_session(
+                    &sql,
+                    &id,
+                    &principal,
+                    &protocol_version,
+                    client.as_deref(),
+                    now,
+                )?;
+                self.reschedule().await?;
+                serde_json::to_value(OpenedMcpSession { id })?
+            }
+            Op::CheckMcpSession => serde_json::to_value(Ack {})?,
+            Op::CloseMcpSession => {
+                let session = envelope
+                    .mcp_session
+                    .ok_or_else(|| Error::invalid("no MCP session to close"))?;
+                store::end_mcp_session(&sql, &session.id, now)?;
+                serde_json::to_value(Ack {})?
+            }
+            Op::CreateRun { principal, spec } => {
+                serde_json::to_value(self.create_run(&sql, &principal, spec, now).await?)?
+            }
+            Op::GetRun { run_id } => serde_json::to_value(find_run(&sql, &run_id)?)?,
+            Op::ListRuns {
+                session_id,
+                status,
+                limit,
+                before,
+            } => {
+                let (items, next) =
+                    store::list_runs(&sql, session_id.as_deref(), status, before, limit)?;
+                serde_json::to_value(Page { items, next })?
+            }
+            Op::ListSessions { limit, before } => {
+                let (items, next) = store::list_sessions(&sql, before, limit)?;
+                serde_json::to_value(Page { items, next })?
+            }
+            Op::CancelRun { run_id, principal } => {
+                serde_json::to_value(self.cancel_run(&sql, &run_id, &principal, now).await?)?
+            }
+            Op::Transition {
+                run_id,
+                to,
+                error,
+                outcome,
+            } => {
+                let (status, applied) =
+                    store::transition(&sql, &run_id, to, error.as_ref(), outcome.as_ref(), now)?;
+                if applied {
+                    self.reschedule().await?;
+                }
+                serde_json::to_value(Transitioned { status, applied })?
+            }
+            Op::Progress {
+                run_id,
+                phase,
+                message,
+            } => {
+                let (status, applied) = store::progress(&sql, &run_id, &phase, &message, now)?;
+                serde_json::to_value(Transitioned { status, applied })?
+            }
+        };
+        Ok(value)
+    }
+
+    async fn create_run(
+        &self,
+        sql: &SqlStorage,
+        principal: &str,
+        spec: RunSpec,
+        now: i64,
+    ) -> Result<CreatedRun> {
+        let request_hash = request_hash(&spec)?;
+        if let Some(key) = &spec.idempotency_key {
+            if let Some((run_id, hash)) = store::find_by_idempotency_key(sql, principal, key)? {
+                if hash != request_hash {
+                    return Err(Error::conflict(format!(
+                        "idempotencyKey {key:?} was already used for a different request (run {run_id}); \
+                         use a new key for a new task"
+                    )));
+                }
+                let run = find_run(sql, &run_id)?;
+                return Ok(CreatedRun {
+                    run,
+                    deduplicated: true,
+                });
+            }
+        }
+        let session_id = match &spec.session_id {
+            Some(id) if store::session_exists(sql, id)? => id.clone(),
+            Some(id) => return Err(Error::not_found(format!("session {id} not found"))),
+            None => {
+                let id = ids::new_id(ids::SESSION);
+                store::insert_session(sql, &id, principal, now)?;
+                id
+            }
+        };
+        let run_id = ids::new_id(ids::RUN);
+        store::insert_run(
+            sql,
+            &run_id,
+            &session_id,
+            principal,
+            &spec,
+            &request_hash,
+            now,
+        )?;
+        let run = find_run(sql, &run_id)?;
+        // From here on the run is durable: a failed hand-off is retried by the alarm.
+        self.dispatch(sql, &run_id, &session_id).await;
+        self.reschedule().await?;
+        Ok(CreatedRun {
+            run,
+            deduplicated: false,
+        })
+    }
+
+    async fn cancel_run(
+        &self,
+        sql: &SqlStorage,
+        run_id: &str,
+        principal: &str,
+        now: i64,
+    ) -> Result<Cancelled> {
+        let before = find_run(sql, run_id)?;
+        let error = RunError {
+            code: error_codes::CANCELLED.into(),
+            message: format!("cancelled by {principal} at {}", rfc3339(now)),
+        };
+        let (_, changed) =
+            store::transition(sql, run_id, RunStatus::Cancelled, Some(&error), None, now)?;
+        if changed {
+            self.notify_session_of_end(&before).await;
+            self.reschedule().await?;
+        }
+        Ok(Cancelled {
+            run: find_run(sql, run_id)?,
+            changed,
+        })
+    }
+
+    /// Hands a run to its session object; on success records the hand-off.
+    async fn dispatch(&self, sql: &SqlStorage, run_id: &str, session_id: &str) {
+        let result = match SessionClient::get(&self.env, session_id) {
+            Ok(client) => client.dispatch(run_id).await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => {
+                if let Err(e) = store::mark_dispatched(sql, run_id, now_ms()) {
+                    console_error!("ledger: marking {run_id} dispatched: {e}");
+                }
+            }
+            Err(e) => {
+                console_error!("ledger: dispatching {run_id} to {session_id}: {e} (will retry)")
+            }
+        }
+    }
+
+    /// Tells a run's session that the run ended outside its control (cancel, watchdog), so it
+    /// stops working on it. Best effort: the session also checks the ledger before each step.
+    async fn notify_session_of_end(&self, run: &RunRecord) {
+        let result = match SessionClient::get(&self.env, &run.session_id) {
+            Ok(client) => client.run_ended(&run.id).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            console_error!(
+                "ledger: telling {} that {} ended: {e}",
+                run.session_id,
+                run.id
+            );
+        }
+    }
+
+    /// The alarm's work: fail stalled runs, retry hand-offs, forget old MCP sessions.
+    async fn housekeeping(&self) -> Result<()> {
+        let sql = self.sql();
+        let now = now_ms();
+        let stall = self.stall_ms();
+        for run in store::stalled_runs(&sql, now - stall)? {
+            let error = RunError {
+                code: error_codes::TIMED_OUT.into(),
+                message: stall_message(&run, now),
+            };
+            let (_, applied) =
+                store::transition(&sql, &run.id, RunStatus::Failed, Some(&error), None, now)?;
+            if applied {
+                self.notify_session_of_end(&run).await;
+            }
+        }
+        for (run_id, session_id) in store::undispatched_runs(&sql, now - DISPATCH_GRACE_MS)? {
+            self.dispatch(&sql, &run_id, &session_id).await;
+        }
+        store::purge_mcp_sessions(
+            &sql,
+            now - MCP_SESSION_IDLE_MS,
+            now - MCP_SESSION_ENDED_KEEP_MS,
+        )?;
+        self.reschedule().await
+    }
+
+    /// Makes sure the alarm fires no later than the next deadline.
+    async fn reschedule(&self) -> Result<()> {
+        let now = now_ms();
+        let deadline = store::next_deadline(&self.sql(), self.stall_ms(), DISPATCH_GRACE_MS)?;
+        let target = deadline
+            .unwrap_or(i64::MAX)
+            .min(now + HOUSEKEEPING_MS)
+            .max(now);
+        let storage = self.state.storage();
+        let current = match self.alarm_at.get() {
+            Some(at) => Some(at),
+            None => storage.get_alarm().await?,
+        };
+        if current.is_none_or(|at| target < at) {
+            storage.set_alarm(alarm_offset(target)).await?;
+            self.alarm_at.set(Some(target));
+        } else {
+            self.alarm_at.set(current);
+        }
+        Ok(())
+    }
+}
+
+fn find_run(sql: &SqlStorage, run_id: &str) -> Result<RunRecord> {
+    store::get_run(sql, run_id)?.ok_or_else(|| Error::not_found(format!("run {run_id} not found")))
+}
+
+fn check_mcp_session(sql: &SqlStorage, session: &McpSessionRef, now: i64) -> Result<()> {
+    let live = store::get_mcp_session(sql, &session.id)?.filter(|row| {
+        !row.ended
+            && row.principal == session.principal
+            && now - row.last_seen_at < MCP_SESSION_IDLE_MS
+    });
+    match live {
+        Some(row) => {
+            if now - row.last_seen_at > MCP_SESSION_TOUCH_MS {
+                store::touch_mcp_session(sql, &session.id, now)?;
+            }
+            Ok(())
+        }
+        None => Err(Error::new(
+            ErrorKind::McpSessionGone,
+            "MCP session not found, expired or ended: send initialize to start a new one",
+        )),
+    }
+}
+
+/// A fingerprint of what a run was asked to do, to tell a retried call from a different request
+/// that reuses an idempotency key.
+fn request_hash(spec: &RunSpec) -> Result<String> {
+    let mut unkeyed = spec.clone();
+    unkeyed.idempotency_key = None;
+    let digest = Sha256::digest(serde_json::to_vec(&unkeyed)?);
+    Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn stall_message(run: &RunRecord, now: i64) -> String {
+    let idle_secs = (now - run.updated_at).max(0) / 1000;
+    let last = match &run.progress {
+        Some(p) => format!("phase {}", p.phase),
+        None => format!("status {}", run.status.as_str()),
+    };
+    format!(
+        "no progress for {} (last: {last} at {}); the sandbox or the agent stopped responding. \
+         Start the task again; if this keeps happening, check the sandbox backend",
+        human_duration(idle_secs),
+        rfc3339(run.updated_at)
+    )
+}
+
+fn human_duration(secs: i64) -> String {
+    match secs {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}

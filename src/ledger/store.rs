@@ -1,0 +1,576 @@
+//! The ledger's SQLite schema and every query it runs, kept together. All functions are
+//! synchronous: a Durable Object runs one event at a time and SQL calls do not yield, so a
+//! sequence of calls without an `await` between them is atomic.
+
+use crate::error::{Error, Result};
+use crate::runs::{
+    Progress, RunError, RunOutcome, RunRecord, RunSpec, RunStatus, SessionRecord, Transition,
+};
+use serde::Deserialize;
+use worker::{SqlStorage, SqlStorageValue as V};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS runs (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  session_id TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  status TEXT NOT NULL,
+  task TEXT NOT NULL,
+  title TEXT NOT NULL,
+  model TEXT,
+  repository TEXT,
+  branch TEXT,
+  idempotency_key TEXT,
+  request_hash TEXT,
+  created_at INTEGER NOT NULL,
+  started_at INTEGER,
+  completed_at INTEGER,
+  updated_at INTEGER NOT NULL,
+  dispatched_at INTEGER,
+  phase TEXT,
+  progress_message TEXT,
+  progress_at INTEGER,
+  outcome TEXT,
+  error_code TEXT,
+  error_message TEXT
+);
+CREATE UNIQUE INDEX IF NOT EXISTS runs_by_idempotency_key
+  ON runs(created_by, idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS runs_by_session ON runs(session_id, seq);
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status, seq);
+CREATE INDEX IF NOT EXISTS runs_active_by_update
+  ON runs(updated_at) WHERE status IN ('queued', 'starting', 'running');
+CREATE TABLE IF NOT EXISTS run_transitions (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL,
+  status TEXT NOT NULL,
+  at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_transitions_by_run ON run_transitions(run_id, seq);
+CREATE TABLE IF NOT EXISTS sessions (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  created_by TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  last_run_at INTEGER NOT NULL,
+  run_count INTEGER NOT NULL DEFAULT 0,
+  last_run_id TEXT
+);
+CREATE TABLE IF NOT EXISTS mcp_sessions (
+  id TEXT PRIMARY KEY,
+  principal TEXT NOT NULL,
+  protocol_version TEXT NOT NULL,
+  client TEXT,
+  created_at INTEGER NOT NULL,
+  last_seen_at INTEGER NOT NULL,
+  ended_at INTEGER
+);
+";
+
+/// Statuses the watchdog and the dispatcher look at.
+const ACTIVE: &str = "('queued', 'starting', 'running')";
+
+/// "No upper bound" for sequence numbers: the largest integer JavaScript holds exactly.
+const NO_BOUND: i64 = (1 << 53) - 1;
+
+const RUN_COLUMNS: &str = "seq, id, session_id, created_by, status, task, title, model, repository, \
+    branch, created_at, started_at, completed_at, updated_at, phase, progress_message, progress_at, \
+    outcome, error_code, error_message";
+
+pub fn create_schema(sql: &SqlStorage) -> Result<()> {
+    sql.exec(SCHEMA, None)?;
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct RunRow {
+    seq: i64,
+    id: String,
+    session_id: String,
+    created_by: String,
+    status: String,
+    task: String,
+    title: String,
+    model: Option<String>,
+    repository: Option<String>,
+    branch: Option<String>,
+    created_at: i64,
+    started_at: Option<i64>,
+    completed_at: Option<i64>,
+    updated_at: i64,
+    phase: Option<String>,
+    progress_message: Option<String>,
+    progress_at: Option<i64>,
+    outcome: Option<String>,
+    error_code: Option<String>,
+    error_message: Option<String>,
+}
+
+impl RunRow {
+    fn into_record(self) -> Result<(i64, RunRecord)> {
+        let status = RunStatus::parse(&self.status).ok_or_else(|| {
+            Error::internal(format!(
+                "run {} has unknown status {}",
+                self.id, self.status
+            ))
+        })?;
+        let progress = match (self.phase, self.progress_at) {
+            (Some(phase), Some(updated_at)) => Some(Progress {
+                phase,
+                message: self.progress_message.unwrap_or_default(),
+                updated_at,
+            }),
+            _ => None,
+        };
+        let outcome = match self.outcome {
+            Some(json) => Some(serde_json::from_str::<RunOutcome>(&json)?),
+            None => None,
+        };
+        let error = self.error_code.map(|code| RunError {
+            code,
+            message: self.error_message.unwrap_or_default(),
+        });
+        let record = RunRecord {
+            id: self.id,
+            session_id: self.session_id,
+            created_by: self.created_by,
+            status,
+            task: self.task,
+            title: self.title,
+            model: self.model,
+            repository: self.repository,
+            branch: self.branch,
+            created_at: self.created_at,
+            started_at: self.started_at,
+            completed_at: self.completed_at,
+            updated_at: self.updated_at,
+            progress,
+            outcome,
+            error,
+            transitions: Vec::new(),
+        };
+        Ok((self.seq, record))
+    }
+}
+
+fn runs_where(sql: &SqlStorage, clause: &str, bindings: Vec<V>) -> Result<Vec<(i64, RunRecord)>> {
+    let query = format!("SELECT {RUN_COLUMNS} FROM runs {clause}");
+    sql.exec(&query, bindings)?
+        .to_array::<RunRow>()?
+        .into_iter()
+        .map(RunRow::into_record)
+        .collect()
+}
+
+/// One run with its transitions, or `None`.
+pub fn get_run(sql: &SqlStorage, run_id: &str) -> Result<Option<RunRecord>> {
+    let Some((_, mut run)) = runs_where(sql, "WHERE id = ?", vec![run_id.into()])?.pop() else {
+        return Ok(None);
+    };
+    #[derive(Deserialize)]
+    struct Row {
+        status: String,
+        at: i64,
+    }
+    run.transitions = sql
+        .exec(
+            "SELECT status, at FROM run_transitions WHERE run_id = ? ORDER BY seq",
+            vec![run_id.into()],
+        )?
+        .to_array::<Row>()?
+        .into_iter()
+        .filter_map(|r| RunStatus::parse(&r.status).map(|status| Transition { status, at: r.at }))
+        .collect();
+    Ok(Some(run))
+}
+
+/// The run an idempotency key already created for this caller, with the hash of its request.
+pub fn find_by_idempotency_key(
+    sql: &SqlStorage,
+    created_by: &str,
+    key: &str,
+) -> Result<Option<(String, String)>> {
+    #[derive(Deserialize)]
+    struct Row {
+        id: String,
+        request_hash: Option<String>,
+    }
+    let row = sql
+        .exec(
+            "SELECT id, request_hash FROM runs WHERE created_by = ? AND idempotency_key = ?",
+            vec![created_by.into(), key.into()],
+        )?
+        .to_array::<Row>()?
+        .pop();
+    Ok(row.map(|r| (r.id, r.request_hash.unwrap_or_default())))
+}
+
+pub fn session_exists(sql: &SqlStorage, session_id: &str) -> Result<bool> {
+    let rows = sql
+        .exec(
+            "SELECT 1 AS one FROM sessions WHERE id = ?",
+            vec![session_id.into()],
+        )?
+        .to_array::<serde_json::Value>()?;
+    Ok(!rows.is_empty())
+}
+
+pub fn insert_session(
+    sql: &SqlStorage,
+    session_id: &str,
+    created_by: &str,
+    now: i64,
+) -> Result<()> {
+    sql.exec(
+        "INSERT INTO sessions (id, created_by, created_at, last_run_at) VALUES (?, ?, ?, ?)",
+        vec![session_id.into(), created_by.into(), now.into(), now.into()],
+    )?;
+    Ok(())
+}
+
+/// Inserts a new queued run and records it on its session.
+pub fn insert_run(
+    sql: &SqlStorage,
+    run_id: &str,
+    session_id: &str,
+    created_by: &str,
+    spec: &RunSpec,
+    request_hash: &str,
+    now: i64,
+) -> Result<()> {
+    sql.exec(
+        "INSERT INTO runs (id, session_id, created_by, status, task, title, model, repository, branch, \
+         idempotency_key, request_hash, created_at, updated_at) \
+         VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        vec![
+            run_id.into(),
+            session_id.into(),
+            created_by.into(),
+            spec.task.as_str().into(),
+            spec.title.as_str().into(),
+            spec.model.clone().into(),
+            spec.repository.clone().into(),
+            spec.branch.clone().into(),
+            spec.idempotency_key.clone().into(),
+            request_hash.into(),
+            now.into(),
+            now.into(),
+        ],
+    )?;
+    insert_transition(sql, run_id, RunStatus::Queued, now)?;
+    sql.exec(
+        "UPDATE sessions SET last_run_at = ?, run_count = run_count + 1, last_run_id = ? WHERE id = ?",
+        vec![now.into(), run_id.into(), session_id.into()],
+    )?;
+    Ok(())
+}
+
+fn insert_transition(sql: &SqlStorage, run_id: &str, status: RunStatus, at: i64) -> Result<()> {
+    sql.exec(
+        "INSERT INTO run_transitions (run_id, status, at) VALUES (?, ?, ?)",
+        vec![run_id.into(), status.as_str().into(), at.into()],
+    )?;
+    Ok(())
+}
+
+pub fn mark_dispatched(sql: &SqlStorage, run_id: &str, now: i64) -> Result<()> {
+    sql.exec(
+        "UPDATE runs SET dispatched_at = ? WHERE id = ?",
+        vec![now.into(), run_id.into()],
+    )?;
+    Ok(())
+}
+
+/// Moves a run to `to` if its current status allows it; returns the status it ends up in and
+/// whether anything changed. Terminal statuses are final.
+pub fn transition(
+    sql: &SqlStorage,
+    run_id: &str,
+    to: RunStatus,
+    error: Option<&RunError>,
+    outcome: Option<&RunOutcome>,
+    now: i64,
+) -> Result<(RunStatus, bool)> {
+    let current = get_status(sql, run_id)?;
+    if !current.can_become(to) {
+        return Ok((current, false));
+    }
+    let outcome_json = outcome.map(serde_json::to_string).transpose()?;
+    sql.exec(
+        "UPDATE runs SET status = ?, updated_at = ?, \
+           started_at = CASE WHEN started_at IS NULL AND ? IN ('starting', 'running') THEN ? ELSE started_at END, \
+           completed_at = CASE WHEN ? IN ('completed', 'failed', 'cancelled') THEN ? ELSE completed_at END, \
+           error_code = COALESCE(?, error_code), error_message = COALESCE(?, error_message), \
+           outcome = COALESCE(?, outcome) \
+         WHERE id = ?",
+        vec![
+            to.as_str().into(),
+            now.into(),
+            to.as_str().into(),
+            now.into(),
+            to.as_str().into(),
+            now.into(),
+            error.map(|e| e.code.clone()).into(),
+            error.map(|e| e.message.clone()).into(),
+            outcome_json.into(),
+            run_id.into(),
+        ],
+    )?;
+    if current != to {
+        insert_transition(sql, run_id, to, now)?;
+    }
+    Ok((to, true))
+}
+
+/// Records progress on an active run (ignored once the run has ended); returns its status and
+/// whether the report was recorded.
+pub fn progress(
+    sql: &SqlStorage,
+    run_id: &str,
+    phase: &str,
+    message: &str,
+    now: i64,
+) -> Result<(RunStatus, bool)> {
+    let run = get_status(sql, run_id)?;
+    if run.is_terminal() {
+        return Ok((run, false));
+    }
+    sql.exec(
+        "UPDATE runs SET phase = ?, progress_message = ?, progress_at = ?, updated_at = ? WHERE id = ?",
+        vec![phase.into(), message.into(), now.into(), now.into(), run_id.into()],
+    )?;
+    Ok((run, true))
+}
+
+fn get_status(sql: &SqlStorage, run_id: &str) -> Result<RunStatus> {
+    #[derive(Deserialize)]
+    struct Row {
+        status: String,
+    }
+    let row = sql
+        .exec("SELECT status FROM runs WHERE id = ?", vec![run_id.into()])?
+        .to_array::<Row>()?
+        .pop()
+        .ok_or_else(|| Error::not_found(format!("run {run_id} not found")))?;
+    RunStatus::parse(&row.status)
+        .ok_or_else(|| Error::internal(format!("run {run_id} has an unknown status")))
+}
+
+/// A page of runs, newest first, optionally filtered; `limit + 1` rows are read to know whether
+/// another page follows.
+pub fn list_runs(
+    sql: &SqlStorage,
+    session_id: Option<&str>,
+    status: Option<RunStatus>,
+    before: Option<i64>,
+    limit: u32,
+) -> Result<(Vec<RunRecord>, Option<i64>)> {
+    let mut conditions = vec!["seq < ?"];
+    let mut bindings: Vec<V> = vec![before.unwrap_or(NO_BOUND).into()];
+    if let Some(session_id) = session_id {
+        conditions.push("session_id = ?");
+        bindings.push(session_id.into());
+    }
+    if let Some(status) = status {
+        conditions.push("status = ?");
+        bindings.push(status.as_str().into());
+    }
+    bindings.push(i64::from(limit + 1).into());
+    let clause = format!(
+        "WHERE {} ORDER BY seq DESC LIMIT ?",
+        conditions.join(" AND ")
+    );
+    let rows = runs_where(sql, &clause, bindings)?;
+    Ok(paginate(rows, limit))
+}
+
+/// Splits `limit + 1` rows into a page and the cursor of the next page.
+fn paginate<T>(mut rows: Vec<(i64, T)>, limit: u32) -> (Vec<T>, Option<i64>) {
+    let more = rows.len() > limit as usize;
+    rows.truncate(limit as usize);
+    let next = if more {
+        rows.last().map(|(seq, _)| *seq)
+    } else {
+        None
+    };
+    (rows.into_iter().map(|(_, item)| item).collect(), next)
+}
+
+pub fn list_sessions(
+    sql: &SqlStorage,
+    before: Option<i64>,
+    limit: u32,
+) -> Result<(Vec<SessionRecord>, Option<i64>)> {
+    #[derive(Deserialize)]
+    struct Row {
+        seq: i64,
+        id: String,
+        created_at: i64,
+        last_run_at: i64,
+        run_count: i64,
+        last_run_id: Option<String>,
+        last_run_status: Option<String>,
+        last_run_title: Option<String>,
+    }
+    let rows = sql
+        .exec(
+            "SELECT s.seq, s.id, s.created_at, s.last_run_at, s.run_count, s.last_run_id, \
+               r.status AS last_run_status, r.title AS last_run_title \
+             FROM sessions s LEFT JOIN runs r ON r.id = s.last_run_id \
+             WHERE s.seq < ? ORDER BY s.seq DESC LIMIT ?",
+            vec![
+                before.unwrap_or(NO_BOUND).into(),
+                i64::from(limit + 1).into(),
+            ],
+        )?
+        .to_array::<Row>()?
+        .into_iter()
+        .map(|r| {
+            (
+                r.seq,
+                SessionRecord {
+                    id: r.id,
+                    created_at: r.created_at,
+                    last_run_at: r.last_run_at,
+                    run_count: r.run_count,
+                    last_run_id: r.last_run_id,
+                    last_run_status: r.last_run_status.as_deref().and_then(RunStatus::parse),
+                    last_run_title: r.last_run_title,
+                },
+            )
+        })
+        .collect();
+    Ok(paginate(rows, limit))
+}
+
+/// Active runs whose last progress is at or before `cutoff`.
+pub fn stalled_runs(sql: &SqlStorage, cutoff: i64) -> Result<Vec<RunRecord>> {
+    let clause =
+        format!("WHERE status IN {ACTIVE} AND updated_at <= ? ORDER BY updated_at LIMIT 100");
+    Ok(runs_where(sql, &clause, vec![cutoff.into()])?
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect())
+}
+
+/// Queued runs created at or before `cutoff` whose hand-off to their session never succeeded.
+pub fn undispatched_runs(sql: &SqlStorage, cutoff: i64) -> Result<Vec<(String, String)>> {
+    #[derive(Deserialize)]
+    struct Row {
+        id: String,
+        session_id: String,
+    }
+    Ok(sql
+        .exec(
+            "SELECT id, session_id FROM runs WHERE status = 'queued' AND dispatched_at IS NULL \
+             AND created_at <= ? ORDER BY seq LIMIT 100",
+            vec![cutoff.into()],
+        )?
+        .to_array::<Row>()?
+        .into_iter()
+        .map(|r| (r.id, r.session_id))
+        .collect())
+}
+
+/// The earliest time something needs the ledger's attention: the oldest active run's last
+/// update (plus the stall timeout) and the oldest undispatched run (plus the grace period).
+pub fn next_deadline(
+    sql: &SqlStorage,
+    stall_ms: i64,
+    dispatch_grace_ms: i64,
+) -> Result<Option<i64>> {
+    #[derive(Deserialize)]
+    struct Row {
+        at: Option<i64>,
+    }
+    let query = format!(
+        "SELECT MIN(at) AS at FROM ( \
+           SELECT MIN(updated_at) + ? AS at FROM runs WHERE status IN {ACTIVE} \
+           UNION ALL \
+           SELECT MIN(created_at) + ? AS at FROM runs WHERE status = 'queued' AND dispatched_at IS NULL)"
+    );
+    let row = sql
+        .exec(&query, vec![stall_ms.into(), dispatch_grace_ms.into()])?
+        .to_array::<Row>()?
+        .pop();
+    Ok(row.and_then(|r| r.at))
+}
+
+// --- MCP sessions -------------------------------------------------------------------------
+
+pub fn open_mcp_session(
+    sql: &SqlStorage,
+    id: &str,
+    principal: &str,
+    protocol_version: &str,
+    client: Option<&str>,
+    now: i64,
+) -> Result<()> {
+    sql.exec(
+        "INSERT INTO mcp_sessions (id, principal, protocol_version, client, created_at, last_seen_at) \
+         VALUES (?, ?, ?, ?, ?, ?)",
+        vec![
+            id.into(),
+            principal.into(),
+            protocol_version.into(),
+            client.map(str::to_string).into(),
+            now.into(),
+            now.into(),
+        ],
+    )?;
+    Ok(())
+}
+
+/// A live MCP session's owner and when it was last seen.
+pub struct McpSessionRow {
+    pub principal: String,
+    pub last_seen_at: i64,
+    pub ended: bool,
+}
+
+pub fn get_mcp_session(sql: &SqlStorage, id: &str) -> Result<Option<McpSessionRow>> {
+    #[derive(Deserialize)]
+    struct Row {
+        principal: String,
+        last_seen_at: i64,
+        ended_at: Option<i64>,
+    }
+    Ok(sql
+        .exec(
+            "SELECT principal, last_seen_at, ended_at FROM mcp_sessions WHERE id = ?",
+            vec![id.into()],
+        )?
+        .to_array::<Row>()?
+        .pop()
+        .map(|r| McpSessionRow {
+            principal: r.principal,
+            last_seen_at: r.last_seen_at,
+            ended: r.ended_at.is_some(),
+        }))
+}
+
+pub fn touch_mcp_session(sql: &SqlStorage, id: &str, now: i64) -> Result<()> {
+    sql.exec(
+        "UPDATE mcp_sessions SET last_seen_at = ? WHERE id = ?",
+        vec![now.into(), id.into()],
+    )?;
+    Ok(())
+}
+
+pub fn end_mcp_session(sql: &SqlStorage, id: &str, now: i64) -> Result<()> {
+    sql.exec(
+        "UPDATE mcp_sessions SET ended_at = ? WHERE id = ?",
+        vec![now.into(), id.into()],
+    )?;
+    Ok(())
+}
+
+/// Forgets sessions idle since `idle_cutoff` or ended before `ended_cutoff`.
+pub fn purge_mcp_sessions(sql: &SqlStorage, idle_cutoff: i64, ended_cutoff: i64) -> Result<()> {
+    sql.exec(
+        "DELETE FROM mcp_sessions WHERE last_seen_at < ? OR ended_at < ?",
+        vec![idle_cutoff.into(), ended_cutoff.into()],
+    )?;
+    Ok(())
+}

@@ -1,0 +1,36 @@
+//! handoff: the Cloudflare Worker entry point. This file only routes requests to the modules
+//! that own them; see ARCHITECTURE.md for the code map.
+
+mod auth;
+mod config;
+mod error;
+mod http;
+mod ids;
+mod ledger;
+mod links;
+mod mcp;
+mod page;
+mod rpc;
+mod runs;
+mod session;
+mod time;
+mod tools;
+
+pub use ledger::RunLedger;
+pub use session::WorkSession;
+
+use worker::{event, Context, Env, Method, Request, Response, Result};
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+    let path = req.path();
+    let outcome: error::Result<Response> = match (req.method(), path.as_str()) {
+        (Method::Get | Method::Head, "/health") => http::health(&env),
+        (_, "/mcp") => mcp::handle(req, &env).await,
+        (Method::Get, p) if p.starts_with("/runs/") => page::handle(req, &env).await,
+        (Method::Get, "/") => http::index(),
+        _ => Ok(http::not_found(&path)),
+    };
+    // Every error already has its own response; anything left over is reported, never leaked.
+    outcome.or_else(|e| Ok(http::internal_error(&e)))
+}

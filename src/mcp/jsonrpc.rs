@@ -1,0 +1,164 @@
+//! JSON-RPC 2.0 framing: classifying an incoming message and building responses and errors with
+//! rmcp's wire types (`ErrorData`, `ErrorCode`, `RequestId`).
+
+use rmcp::model::{ErrorCode, ErrorData, RequestId};
+use serde_json::{json, Map, Value};
+
+/// One incoming JSON-RPC message, already checked for shape.
+#[derive(Debug)]
+pub enum Message {
+    Request {
+        id: RequestId,
+        method: String,
+        params: Option<Map<String, Value>>,
+    },
+    /// A message without an id (`notifications/initialized`, `notifications/cancelled`, …).
+    Notification,
+    /// A response to a server-initiated request (this server sends none, so it is acknowledged).
+    Response,
+}
+
+/// A JSON-RPC error to send back, with the id of the request when it could be read.
+#[derive(Debug)]
+pub struct RpcError {
+    pub id: Option<RequestId>,
+    pub error: ErrorData,
+}
+
+impl RpcError {
+    pub fn new(id: Option<RequestId>, code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            id,
+            error: ErrorData::new(code, message.into(), None),
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "jsonrpc": "2.0",
+            "id": self.id.clone().map(RequestId::into_json_value).unwrap_or(Value::Null),
+            "error": self.error,
+        })
+    }
+}
+
+pub fn parse_error(detail: impl std::fmt::Display) -> RpcError {
+    RpcError::new(
+        None,
+        ErrorCode::PARSE_ERROR,
+        format!("parse error: the body is not valid JSON ({detail})"),
+    )
+}
+
+pub fn invalid_request(id: Option<RequestId>, message: impl Into<String>) -> RpcError {
+    RpcError::new(id, ErrorCode::INVALID_REQUEST, message)
+}
+
+pub fn invalid_params(id: RequestId, message: impl Into<String>) -> RpcError {
+    RpcError::new(Some(id), ErrorCode::INVALID_PARAMS, message)
+}
+
+pub fn method_not_found(id: RequestId, method: &str) -> RpcError {
+    RpcError::new(
+        Some(id),
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("method not found: {method:?}; this server implements initialize, ping, tools/list and tools/call"),
+    )
+}
+
+pub fn result(id: &RequestId, result: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id.clone().into_json_value(), "result": result })
+}
+
+/// Checks the JSON-RPC envelope of one parsed message.
+pub fn classify(value: Value) -> Result<Message, RpcError> {
+    let mut object = match value {
+        Value::Object(object) => object,
+        Value::Array(_) => {
+            return Err(invalid_request(
+                None,
+                "batches are not supported: send one JSON-RPC message per POST",
+            ))
+        }
+        _ => {
+            return Err(invalid_request(
+                None,
+                "a JSON-RPC message must be a JSON object",
+            ))
+        }
+    };
+    let id = match object.remove("id") {
+        None => None,
+        Some(Value::String(s)) => Some(RequestId::String(s.into())),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(n) => Some(RequestId::Number(n)),
+            None => return Err(invalid_request(None, "`id` must be a string or an integer")),
+        },
+        Some(_) => return Err(invalid_request(None, "`id` must be a string or an integer")),
+    };
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid_request(id, "`jsonrpc` must be \"2.0\""));
+    }
+    let method = match object.remove("method") {
+        Some(Value::String(m)) => m,
+        Some(_) => return Err(invalid_request(id, "`method` must be a string")),
+        None if id.is_some() && (object.contains_key("result") || object.contains_key("error")) => {
+            return Ok(Message::Response)
+        }
+        None => return Err(invalid_request(id, "missing `method`")),
+    };
+    let params = match object.remove("params") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(p)) => Some(p),
+        Some(_) => {
+            return Err(match id {
+                Some(id) => invalid_params(id, "`params` must be an object"),
+                None => invalid_request(None, "`params` must be an object"),
+            })
+        }
+    };
+    Ok(match id {
+        Some(id) => Message::Request { id, method, params },
+        None => Message::Notification,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(r: Result<Message, RpcError>) -> i32 {
+        r.err().map(|e| e.error.code.0).unwrap_or(0)
+    }
+
+    #[test]
+    fn classifies_requests_notifications_and_responses() {
+        let req = classify(json!({"jsonrpc":"2.0","id":1,"method":"ping"}));
+        assert!(matches!(req, Ok(Message::Request { .. })));
+        let note = classify(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+        assert!(matches!(note, Ok(Message::Notification)));
+        let resp = classify(json!({"jsonrpc":"2.0","id":"a","result":{}}));
+        assert!(matches!(resp, Ok(Message::Response)));
+    }
+
+    #[test]
+    fn rejects_bad_envelopes() {
+        assert_eq!(code(classify(json!([]))), -32600);
+        assert_eq!(code(classify(json!("x"))), -32600);
+        assert_eq!(code(classify(json!({"id":1,"method":"ping"}))), -32600);
+        assert_eq!(
+            code(classify(json!({"jsonrpc":"2.0","id":1.5,"method":"ping"}))),
+            -32600
+        );
+        assert_eq!(
+            code(classify(json!({"jsonrpc":"2.0","id":1,"method":7}))),
+            -32600
+        );
+        assert_eq!(
+            code(classify(
+                json!({"jsonrpc":"2.0","id":1,"method":"x","params":[1]})
+            )),
+            -32602
+        );
+    }
+}

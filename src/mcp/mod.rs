@@ -1,0 +1,344 @@
+//! The MCP endpoint `/mcp` over Streamable HTTP: Origin and auth checks, body cap, session and
+//! protocol-version headers, JSON or SSE responses. Methods are handled in `server`.
+
+mod jsonrpc;
+mod protocol;
+mod server;
+
+use crate::auth::{self, AuthError, Principal};
+use crate::config;
+use crate::error::Result;
+use crate::http;
+use crate::ids;
+use crate::ledger::{Ledger, McpSessionRef};
+use crate::tools::Ctx;
+use futures::StreamExt;
+use jsonrpc::{Message, RpcError};
+use serde_json::Value;
+use server::Failure;
+use worker::{Env, Headers, Method, Request, Response};
+
+/// Requests with a body larger than this are refused with 413.
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// How the client wants responses to requests.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Json,
+    Sse,
+}
+
+pub async fn handle(req: Request, env: &Env) -> Result<Response> {
+    let origin = header(req.headers(), "origin");
+    if let Some(origin) = &origin {
+        if !origin_allowed(env, &req, origin) {
+            return Ok(error_response(
+                403,
+                &jsonrpc::invalid_request(None, format!("origin {origin} is not allowed; add it to {} to allow browser clients from it", config::ALLOWED_ORIGINS)),
+            ));
+        }
+    }
+    if req.method() == Method::Options {
+        return Ok(with_cors(
+            Response::empty()?.with_status(204),
+            origin.as_deref(),
+        ));
+    }
+    let principal = match auth::authenticate(env, req.headers()) {
+        Ok(principal) => principal,
+        Err(e) => return Ok(with_cors(unauthorized(&e), origin.as_deref())),
+    };
+    let response = match req.method() {
+        Method::Post => post(req, env, principal).await?,
+        Method::Delete => delete(req, env, principal).await?,
+        _ => {
+            let mut response = error_response(
+                405,
+                &jsonrpc::invalid_request(
+                    None,
+                    "this endpoint takes POST (JSON-RPC messages) and DELETE (end a session); it offers no server-initiated stream",
+                ),
+            );
+            let _ = response.headers_mut().set("allow", "POST, DELETE, OPTIONS");
+            response
+        }
+    };
+    Ok(with_cors(response, origin.as_deref()))
+}
+
+async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Response> {
+    let headers = req.headers().clone();
+    let Some(mode) = response_mode(header(&headers, "accept").as_deref()) else {
+        return Ok(error_response(
+            406,
+            &jsonrpc::invalid_request(
+                None,
+                "Accept must allow application/json or text/event-stream",
+            ),
+        ));
+    };
+    if let Some(content_type) = header(&headers, "content-type") {
+        if !content_type
+            .to_ascii_lowercase()
+            .starts_with("application/json")
+        {
+            return Ok(error_response(
+                415,
+                &jsonrpc::invalid_request(
+                    None,
+                    format!("Content-Type must be application/json (got {content_type})"),
+                ),
+            ));
+        }
+    }
+    let body = match read_capped(&mut req, &headers).await? {
+        Some(body) => body,
+        None => {
+            return Ok(error_response(
+                413,
+                &jsonrpc::invalid_request(
+                    None,
+                    format!(
+                        "request body exceeds the {} MiB limit",
+                        MAX_BODY_BYTES / (1024 * 1024)
+                    ),
+                ),
+            ))
+        }
+    };
+    let value: Value = match serde_json::from_slice(&body) {
+        Ok(value) => value,
+        Err(e) => return Ok(error_response(400, &jsonrpc::parse_error(e))),
+    };
+    let message = match jsonrpc::classify(value) {
+        Ok(message) => message,
+        Err(e) => return Ok(error_response(400, &e)),
+    };
+    if let Message::Request { id, method, params } = &message {
+        if method == "initialize" {
+            return match server::initialize(env, &principal, id.clone(), params.clone()).await {
+                Ok((value, session_id)) => {
+                    let mut response = respond(mode, &value)?;
+                    response.headers_mut().set("mcp-session-id", &session_id)?;
+                    Ok(response)
+                }
+                Err(e) => Ok(error_response(200, &e)),
+            };
+        }
+    }
+    let request_id = match &message {
+        Message::Request { id, .. } => Some(id.clone()),
+        _ => None,
+    };
+    let version = header(&headers, VERSION_HEADER);
+    if let Some(version) = &version {
+        if !protocol::is_supported(version) {
+            return Ok(error_response(
+                400,
+                &jsonrpc::invalid_request(
+                    request_id,
+                    format!(
+                        "unsupported MCP-Protocol-Version {version:?}; this server speaks {}",
+                        protocol::SUPPORTED.join(", ")
+                    ),
+                ),
+            ));
+        }
+    }
+    let version = version.unwrap_or_else(|| protocol::ASSUMED_WITHOUT_HEADER.to_string());
+    let ledger = match session_ledger(env, &headers, &principal, request_id.clone())? {
+        Ok(ledger) => ledger,
+        Err(response) => return Ok(response),
+    };
+    let (id, method, params) = match message {
+        Message::Request { id, method, params } => (id, method, params),
+        // Notifications (initialized, cancelled, …) and stray responses need no answer.
+        Message::Notification | Message::Response => {
+            return Ok(match ledger.check_mcp_session().await {
+                Ok(()) => Response::empty()?.with_status(202),
+                Err(e) => error_response(404, &jsonrpc::invalid_request(None, e.message)),
+            });
+        }
+    };
+    let ctx = Ctx {
+        env,
+        principal,
+        ledger,
+        base_url: base_url(env, &req),
+    };
+    match server::dispatch(&ctx, &version, id, &method, params).await {
+        Ok(value) => respond(mode, &value),
+        Err(Failure::SessionGone(e)) => Ok(error_response(404, &e)),
+        Err(Failure::Rpc(e)) => Ok(error_response(200, &e)),
+    }
+}
+
+async fn delete(req: Request, env: &Env, principal: Principal) -> Result<Response> {
+    let ledger = match session_ledger(env, req.headers(), &principal, None)? {
+        Ok(ledger) => ledger,
+        Err(response) => return Ok(response),
+    };
+    Ok(match ledger.close_mcp_session().await {
+        Ok(()) => Response::empty()?.with_status(204),
+        Err(e) => error_response(e.http_status(), &jsonrpc::invalid_request(None, e.message)),
+    })
+}
+
+/// The ledger bound to the request's MCP session, or the 400 / 404 response for a missing or
+/// malformed `Mcp-Session-Id`.
+fn session_ledger(
+    env: &Env,
+    headers: &Headers,
+    principal: &Principal,
+    id: Option<rmcp::model::RequestId>,
+) -> Result<std::result::Result<Ledger, Response>> {
+    let Some(session_id) = header(headers, SESSION_HEADER) else {
+        return Ok(Err(error_response(
+            400,
+            &jsonrpc::invalid_request(id, "missing Mcp-Session-Id header: send initialize first and echo the session id it returns"),
+        )));
+    };
+    if !ids::is_valid(ids::MCP_SESSION, &session_id) {
+        return Ok(Err(error_response(
+            404,
+            &jsonrpc::invalid_request(
+                id,
+                "MCP session not found, expired or ended: send initialize to start a new one",
+            ),
+        )));
+    }
+    let session = McpSessionRef {
+        id: session_id,
+        principal: principal.id.clone(),
+    };
+    Ok(Ok(Ledger::for_mcp_session(env, session)?))
+}
+
+/// Reads the body, or `None` when it is larger than `MAX_BODY_BYTES` (checked against
+/// Content-Length first, then while streaming).
+async fn read_capped(req: &mut Request, headers: &Headers) -> Result<Option<Vec<u8>>> {
+    let declared = header(headers, "content-length").and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        return Ok(None);
+    }
+    let mut body = Vec::with_capacity(declared.unwrap_or(0));
+    let Ok(mut stream) = req.stream() else {
+        return Ok(Some(body)); // no body at all
+    };
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
+/// JSON unless the client accepts only SSE; `None` when it accepts neither.
+fn response_mode(accept: Option<&str>) -> Option<Mode> {
+    let Some(accept) = accept else {
+        return Some(Mode::Json);
+    };
+    let types: Vec<String> = accept
+        .split(',')
+        .map(|t| {
+            t.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .collect();
+    let has = |t: &str| types.iter().any(|x| x == t);
+    if has("application/json") || has("application/*") || has("*/*") {
+        Some(Mode::Json)
+    } else if has("text/event-stream") {
+        Some(Mode::Sse)
+    } else {
+        None
+    }
+}
+
+fn respond(mode: Mode, value: &Value) -> Result<Response> {
+    Ok(match mode {
+        Mode::Json => http::json(200, value),
+        Mode::Sse => {
+            let body = format!("event: message\ndata: {value}\n\n");
+            let mut response = Response::ok(body)?;
+            response
+                .headers_mut()
+                .set("content-type", "text/event-stream")?;
+            response.headers_mut().set("cache-control", "no-cache")?;
+            response
+        }
+    })
+}
+
+fn error_response(status: u16, error: &RpcError) -> Response {
+    http::json(status, &error.to_json())
+}
+
+fn unauthorized(error: &AuthError) -> Response {
+    let status = if *error == AuthError::NotConfigured {
+        503
+    } else {
+        401
+    };
+    let mut response = error_response(status, &jsonrpc::invalid_request(None, error.message()));
+    let _ = response
+        .headers_mut()
+        .set("www-authenticate", &error.challenge());
+    response
+}
+
+/// Browsers send Origin; only this deployment's own origin and configured ones may call.
+/// Requests without Origin (CLI and server-side clients) are not affected.
+fn origin_allowed(env: &Env, req: &Request, origin: &str) -> bool {
+    let origin = origin.trim_end_matches('/').to_ascii_lowercase();
+    let own = req
+        .url()
+        .ok()
+        .map(|u| u.origin().ascii_serialization().to_ascii_lowercase());
+    let public = config::public_url(env).map(|u| u.to_ascii_lowercase());
+    own.as_deref() == Some(origin.as_str())
+        || public.as_deref() == Some(origin.as_str())
+        || config::allowed_origins(env).contains(&origin)
+}
+
+fn with_cors(mut response: Response, origin: Option<&str>) -> Response {
+    if let Some(origin) = origin {
+        let headers = response.headers_mut();
+        let _ = headers.set("access-control-allow-origin", origin);
+        let _ = headers.set("vary", "Origin");
+        let _ = headers.set("access-control-allow-methods", "POST, DELETE, OPTIONS");
+        let _ = headers.set(
+            "access-control-allow-headers",
+            "authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id",
+        );
+        let _ = headers.set(
+            "access-control-expose-headers",
+            "mcp-session-id, www-authenticate",
+        );
+    }
+    response
+}
+
+fn header(headers: &Headers, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .ok()
+        .flatten()
+        .filter(|v| !v.trim().is_empty())
+}
+
+/// Where links should point: `HANDOFF_PUBLIC_URL`, else the origin this request came in on.
+fn base_url(env: &Env, req: &Request) -> String {
+    config::public_url(env).unwrap_or_else(|| {
+        req.url()
+            .map(|u| u.origin().ascii_serialization())
+            .unwrap_or_default()
+    })
+}

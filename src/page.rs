@@ -1,0 +1,139 @@
+//! The run page `/runs/<runId>?token=…`: a signed link shows one run's status, progress and
+//! result, refreshing itself while the run is active. It never shows secrets.
+
+use crate::error::{ErrorKind, Result};
+use crate::http;
+use crate::ids;
+use crate::ledger::Ledger;
+use crate::links;
+use crate::runs::RunRecord;
+use crate::time::rfc3339;
+use worker::{Env, Request, Response};
+
+pub async fn handle(req: Request, env: &Env) -> Result<Response> {
+    let path = req.path();
+    let run_id = path.trim_start_matches("/runs/").trim_end_matches('/');
+    if !ids::is_valid(ids::RUN, run_id) {
+        return Ok(http::not_found(&path));
+    }
+    let url = req.url()?;
+    let token = url
+        .query_pairs()
+        .find(|(k, _)| k == "token")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    if let Err(e) = links::verify_run_page_token(env, run_id, &token) {
+        let status = if e.kind == ErrorKind::Unavailable {
+            503
+        } else {
+            404
+        };
+        return html(
+            status,
+            &page(
+                "Link not valid",
+                &format!("<p>{}</p>", escape(&e.message)),
+                false,
+            ),
+        );
+    }
+    let run = match Ledger::get(env)?.get_run(run_id).await {
+        Ok(run) => run,
+        Err(e) if e.kind == ErrorKind::NotFound => {
+            return html(
+                404,
+                &page("Run not found", "<p>This run does not exist.</p>", false),
+            )
+        }
+        Err(e) => return Err(e),
+    };
+    let active = !run.status.is_terminal();
+    html(200, &page(&run.title, &run_body(&run), active))
+}
+
+fn run_body(run: &RunRecord) -> String {
+    let mut rows = vec![
+        row("Status", run.status.as_str()),
+        row("Run", &run.id),
+        row("Session", &run.session_id),
+        row("Created", &rfc3339(run.created_at)),
+    ];
+    if let Some(repo) = &run.repository {
+        rows.push(row("Repository", repo));
+    }
+    if let Some(branch) = &run.branch {
+        rows.push(row("Branch", branch));
+    }
+    if let Some(at) = run.completed_at {
+        rows.push(row("Ended", &rfc3339(at)));
+    }
+    if let Some(p) = &run.progress {
+        rows.push(row("Progress", &format!("{}: {}", p.phase, p.message)));
+    }
+    if let Some(outcome) = &run.outcome {
+        if let Some(summary) = &outcome.summary {
+            rows.push(row("Summary", summary));
+        }
+        if let Some(url) = &outcome.pull_request_url {
+            rows.push(format!(
+                "<tr><th>Pull request</th><td><a href=\"{0}\">{0}</a></td></tr>",
+                escape(url)
+            ));
+        }
+        if !outcome.changed_files.is_empty() {
+            rows.push(row("Changed files", &outcome.changed_files.join("\n")));
+        }
+    }
+    if let Some(error) = &run.error {
+        rows.push(row("Error", &format!("{}: {}", error.code, error.message)));
+    }
+    format!(
+        "<table>{}</table><h2>Task</h2><pre>{}</pre>",
+        rows.join(""),
+        escape(&run.task)
+    )
+}
+
+fn row(label: &str, value: &str) -> String {
+    format!("<tr><th>{label}</th><td>{}</td></tr>", escape(value))
+}
+
+fn page(title: &str, body: &str, refresh: bool) -> String {
+    let refresh = if refresh {
+        "<meta http-equiv=\"refresh\" content=\"10\">"
+    } else {
+        ""
+    };
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">{refresh}\
+         <title>{0} — handoff</title><style>\
+         body{{font-family:system-ui,sans-serif;margin:1rem;max-width:48rem}}\
+         th{{text-align:left;vertical-align:top;padding-right:1rem;white-space:nowrap}}\
+         td{{white-space:pre-wrap;word-break:break-word}}\
+         pre{{white-space:pre-wrap;background:#f4f4f4;padding:.5rem}}\
+         </style></head><body><h1>{0}</h1>{body}</body></html>",
+        escape(title)
+    )
+}
+
+fn html(status: u16, body: &str) -> Result<Response> {
+    let mut response = Response::from_html(body)?.with_status(status);
+    let headers = response.headers_mut();
+    headers.set("cache-control", "no-store")?;
+    headers.set("x-frame-options", "DENY")?;
+    headers.set("referrer-policy", "no-referrer")?;
+    headers.set(
+        "content-security-policy",
+        "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+    )?;
+    Ok(response)
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}

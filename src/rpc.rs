@@ -1,0 +1,39 @@
+//! Calls between the Worker and its Durable Objects: one JSON request per `fetch`, answered with
+//! 200 and the JSON reply, or an error status and a serialized `Error`.
+
+use crate::error::{Error, Result};
+use serde::{de::DeserializeOwned, Serialize};
+use worker::{Method, Request, RequestInit, Response, Stub};
+
+/// Sends `op` to a Durable Object and decodes its reply.
+pub async fn call<Op: Serialize, T: DeserializeOwned>(stub: &Stub, op: &Op) -> Result<T> {
+    let body = serde_json::to_string(op)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_body(Some(body.into()));
+    let request = Request::new_with_init("https://durable-object/rpc", &init)?;
+    let mut response = stub.fetch_with_request(request).await?;
+    let status = response.status_code();
+    let text = response.text().await?;
+    if status == 200 {
+        serde_json::from_str(&text)
+            .map_err(|e| Error::internal(format!("undecodable reply from a Durable Object: {e}")))
+    } else {
+        Err(serde_json::from_str::<Error>(&text)
+            .unwrap_or_else(|_| Error::from_status(status, text)))
+    }
+}
+
+/// Reads an op from a request a Durable Object received.
+pub async fn read_op<Op: DeserializeOwned>(mut req: Request) -> Result<Op> {
+    let text = req.text().await?;
+    serde_json::from_str(&text)
+        .map_err(|e| Error::internal(format!("malformed internal request: {e}")))
+}
+
+/// Turns a handler's result into the response `call` decodes.
+pub fn reply<T: Serialize>(result: Result<T>) -> worker::Result<Response> {
+    match result {
+        Ok(value) => Response::from_json(&value),
+        Err(error) => Ok(Response::from_json(&error)?.with_status(error.http_status())),
+    }
+}

@@ -1,0 +1,206 @@
+//! The run domain: statuses and their legal transitions, and the run record the ledger stores and
+//! hands out. Storage lives in `ledger`, the MCP views in `tools::views`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Where a run is in its life. `completed`, `failed` and `cancelled` are terminal and final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Accepted and waiting for its session to pick it up.
+    Queued,
+    /// Its session is preparing the sandbox.
+    Starting,
+    /// The agent is working.
+    Running,
+    /// Finished; `result` holds the summary and any pull request.
+    Completed,
+    /// Ended without finishing; `result.error` says why.
+    Failed,
+    /// Cancelled by a caller.
+    Cancelled,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 6] = [
+        RunStatus::Queued,
+        RunStatus::Starting,
+        RunStatus::Running,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Starting => "starting",
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
+    }
+
+    /// Whether a run may move from `self` to `next`. Repeating the current non-terminal status is
+    /// allowed (a retried step reports it again); nothing leaves a terminal status.
+    pub fn can_become(self, next: RunStatus) -> bool {
+        use RunStatus::*;
+        match (self, next) {
+            (s, _) if s.is_terminal() => false,
+            (s, n) if s == n => true,
+            (Queued, Starting | Failed | Cancelled) => true,
+            (Starting, Running | Completed | Failed | Cancelled) => true,
+            (Running, Completed | Failed | Cancelled) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Machine-readable reasons a run failed; the message beside the code says what to do.
+pub mod error_codes {
+    /// No sandbox backend is configured or reachable.
+    pub const SANDBOX_UNAVAILABLE: &str = "sandbox_unavailable";
+    /// The watchdog saw no progress for the configured stall timeout.
+    pub const TIMED_OUT: &str = "timed_out";
+    /// A caller cancelled the run.
+    pub const CANCELLED: &str = "cancelled";
+}
+
+/// The latest progress report of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    pub phase: String,
+    pub message: String,
+    pub updated_at: i64,
+}
+
+/// Why a run failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunError {
+    pub code: String,
+    pub message: String,
+}
+
+/// One commit the run produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Commit {
+    /// Full commit hash.
+    pub sha: String,
+    /// First line of the commit message.
+    pub message: String,
+}
+
+/// What a finished run produced (filled by the agent pipeline).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunOutcome {
+    pub summary: Option<String>,
+    pub pull_request_url: Option<String>,
+    pub branch: Option<String>,
+    #[serde(default)]
+    pub commits: Vec<Commit>,
+    #[serde(default)]
+    pub changed_files: Vec<String>,
+}
+
+/// A status change and when it happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transition {
+    pub status: RunStatus,
+    pub at: i64,
+}
+
+/// What a caller asked for when starting a run (validated before it reaches the ledger).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSpec {
+    pub task: String,
+    pub title: String,
+    pub repository: Option<String>,
+    pub branch: Option<String>,
+    pub session_id: Option<String>,
+    pub model: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+/// A run as the ledger stores it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: String,
+    pub session_id: String,
+    pub created_by: String,
+    pub status: RunStatus,
+    pub task: String,
+    pub title: String,
+    pub model: Option<String>,
+    pub repository: Option<String>,
+    pub branch: Option<String>,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub completed_at: Option<i64>,
+    pub updated_at: i64,
+    pub progress: Option<Progress>,
+    pub outcome: Option<RunOutcome>,
+    pub error: Option<RunError>,
+    /// Every status change in order (filled for single-run reads, empty in lists).
+    #[serde(default)]
+    pub transitions: Vec<Transition>,
+}
+
+/// A work session: a sandbox and an agent conversation that runs can continue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub id: String,
+    pub created_at: i64,
+    pub last_run_at: i64,
+    pub run_count: i64,
+    pub last_run_id: Option<String>,
+    pub last_run_status: Option<RunStatus>,
+    pub last_run_title: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunStatus::*;
+    use super::*;
+
+    #[test]
+    fn terminal_states_are_final() {
+        for t in [Completed, Failed, Cancelled] {
+            for n in RunStatus::ALL {
+                assert!(!t.can_become(n), "{t:?} -> {n:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn forward_path_and_no_going_back() {
+        assert!(Queued.can_become(Starting));
+        assert!(Starting.can_become(Running));
+        assert!(Running.can_become(Completed));
+        assert!(Queued.can_become(Cancelled));
+        assert!(Running.can_become(Running));
+        assert!(!Running.can_become(Queued));
+        assert!(!Starting.can_become(Queued));
+        assert!(!Queued.can_become(Completed));
+    }
+
+    #[test]
+    fn status_strings_round_trip() {
+        for s in RunStatus::ALL {
+            assert_eq!(RunStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(RunStatus::parse("done"), None);
+    }
+}

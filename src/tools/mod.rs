@@ -1,0 +1,161 @@
+//! The MCP tools. Each tool is one type implementing `ToolHandler`: its parameter type (whose doc
+//! comment is the tool's description and whose fields' doc comments describe the input schema),
+//! its output type (the output schema), its annotations and its handler. `tool_set!` lists them
+//! once for both `tools/list` and `tools/call`.
+
+mod params;
+mod runs;
+mod views;
+
+use crate::auth::Principal;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ledger::Ledger;
+use rmcp::handler::server::tool::{schema_for_input, schema_for_type};
+use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::{Map, Value};
+use worker::Env;
+
+/// What a tool handler may use: the caller, the ledger (bound to the caller's MCP session) and
+/// where links should point.
+pub struct Ctx<'a> {
+    pub env: &'a Env,
+    pub principal: Principal,
+    pub ledger: Ledger,
+    pub base_url: String,
+}
+
+pub(crate) trait ToolHandler {
+    const NAME: &'static str;
+    const TITLE: &'static str;
+    type Params: DeserializeOwned + JsonSchema + 'static;
+    type Output: Serialize + JsonSchema + 'static;
+    fn annotations() -> ToolAnnotations;
+    async fn run(ctx: &Ctx<'_>, params: Self::Params) -> Result<Self::Output>;
+    /// A one-line, human-readable summary placed before the JSON in the text content.
+    fn summary(output: &Self::Output) -> String;
+}
+
+/// Why a `tools/call` did not produce a result.
+#[derive(Debug)]
+pub enum CallError {
+    /// No tool has this name (a JSON-RPC -32602 in every protocol version).
+    UnknownTool(String),
+    /// The arguments do not fit the schema or the rules (field and rule in the message).
+    InvalidArguments(String),
+    /// The caller's MCP session is gone (HTTP 404 so the client initializes again).
+    SessionGone(Error),
+}
+
+fn definition<T: ToolHandler>() -> Tool {
+    let description = schema_for_type::<T::Params>()
+        .get("description")
+        .and_then(Value::as_str)
+        .map(|d| d.replace('\n', " "))
+        .unwrap_or_default();
+    let input = schema_for_input::<T::Params>()
+        .unwrap_or_else(|e| panic!("input schema of {}: {e}", T::NAME));
+    Tool::new(T::NAME, description, input)
+        .with_title(T::TITLE)
+        .with_output_schema::<T::Output>()
+        .annotate(T::annotations().with_title_opt(T::TITLE))
+}
+
+async fn invoke<T: ToolHandler>(
+    ctx: &Ctx<'_>,
+    arguments: Option<Map<String, Value>>,
+) -> std::result::Result<CallToolResult, CallError> {
+    let value = Value::Object(arguments.unwrap_or_default());
+    let params: T::Params = serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        CallError::InvalidArguments(if path == "." {
+            format!("invalid arguments for {}: {inner}", T::NAME)
+        } else {
+            format!("invalid arguments for {}: `{path}`: {inner}", T::NAME)
+        })
+    })?;
+    match T::run(ctx, params).await {
+        Ok(output) => Ok(success(T::summary(&output), &output)),
+        Err(e) if e.kind == ErrorKind::InvalidInput => Err(CallError::InvalidArguments(format!(
+            "invalid arguments for {}: {}",
+            T::NAME,
+            e.message
+        ))),
+        Err(e) if e.kind == ErrorKind::McpSessionGone => Err(CallError::SessionGone(e)),
+        Err(e) => Ok(failure(&e)),
+    }
+}
+
+fn success<O: Serialize>(summary: String, output: &O) -> CallToolResult {
+    let structured = serde_json::to_value(output).unwrap_or(Value::Null);
+    let text = format!("{summary}\n{structured}");
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(structured);
+    result.result_type = None;
+    result
+}
+
+/// A tool execution error (`isError: true`) whose text says what to do next.
+fn failure(error: &Error) -> CallToolResult {
+    let text = match error.kind {
+        ErrorKind::Internal => format!(
+            "{} — this is a temporary server problem; retry the call (with the same idempotencyKey if you used one)",
+            error.message
+        ),
+        _ => error.message.clone(),
+    };
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+    result.result_type = None;
+    result
+}
+
+/// The tool-call error an `InvalidArguments` becomes for clients that expect tool errors.
+pub fn invalid_arguments_result(message: &str) -> CallToolResult {
+    failure(&Error::invalid(format!(
+        "{message}. Fix the arguments and call the tool again"
+    )))
+}
+
+trait AnnotationsExt {
+    fn with_title_opt(self, title: &str) -> Self;
+}
+
+impl AnnotationsExt for ToolAnnotations {
+    fn with_title_opt(mut self, title: &str) -> Self {
+        self.title = Some(title.to_string());
+        self
+    }
+}
+
+macro_rules! tool_set {
+    ($($tool:ty),+ $(,)?) => {
+        /// Every tool, in the order `tools/list` shows them.
+        pub fn definitions() -> Vec<Tool> {
+            vec![$(definition::<$tool>()),+]
+        }
+
+        /// Runs the named tool.
+        pub async fn call(
+            ctx: &Ctx<'_>,
+            name: &str,
+            arguments: Option<Map<String, Value>>,
+        ) -> std::result::Result<CallToolResult, CallError> {
+            $(
+                if name == <$tool as ToolHandler>::NAME {
+                    return invoke::<$tool>(ctx, arguments).await;
+                }
+            )+
+            Err(CallError::UnknownTool(name.to_string()))
+        }
+    };
+}
+
+tool_set!(
+    runs::RunTask,
+    runs::GetResult,
+    runs::ListRuns,
+    runs::CancelRun,
+    runs::ListSessions,
+);

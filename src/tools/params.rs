@@ -1,0 +1,426 @@
+//! Tool parameters: the types clients send, whose doc comments become the tool descriptions and
+//! JSON Schemas, and the checks that turn them into validated requests. Every rejection names the
+//! field and the rule.
+
+use crate::error::{Error, Result};
+use crate::ids;
+use crate::runs::{RunSpec, RunStatus};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+pub const TASK_MAX_CHARS: usize = 50_000;
+pub const TITLE_MAX_CHARS: usize = 100;
+pub const BRANCH_MAX_LEN: usize = 200;
+pub const MODEL_MAX_LEN: usize = 200;
+pub const IDEMPOTENCY_KEY_MAX_LEN: usize = 200;
+pub const REPOSITORY_MAX_LEN: usize = 500;
+pub const LIST_DEFAULT_LIMIT: u32 = 10;
+pub const LIST_MAX_LIMIT: u32 = 100;
+
+/// Hand a coding task to an OpenCode agent working in a cloud sandbox. Returns at once with a
+/// runId; the agent keeps working for minutes to hours (clone, edit, test, commit, push, pull
+/// request). Poll opencode_get_result with the runId to follow it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RunTaskParams {
+    /// What the agent should do, in plain language: the goal, constraints, how to check the
+    /// result. 1 to 50,000 characters.
+    #[schemars(length(min = 1, max = 50000))]
+    pub task: String,
+    /// HTTPS URL of the git repository to work on, e.g. https://github.com/owner/repo. Only
+    /// repositories on this deployment's forge (GitHub unless configured otherwise) are accepted.
+    #[schemars(length(max = 500))]
+    pub repository: Option<String>,
+    /// Branch to start from (default: the repository's default branch). Letters, digits and
+    /// `._/-` only.
+    #[schemars(length(min = 1, max = 200))]
+    pub branch: Option<String>,
+    /// Continue an earlier work session (same sandbox, same agent conversation): a sessionId
+    /// returned by an earlier run. Omit to start a new session.
+    pub session_id: Option<String>,
+    /// Model as `provider/model`, e.g. `anthropic/claude-sonnet-4-5`. Omit for the default.
+    #[schemars(length(min = 3, max = 200))]
+    pub model: Option<String>,
+    /// Short title shown in run lists (at most 100 characters). Defaults to the task's first line.
+    #[schemars(length(min = 1, max = 100))]
+    pub title: Option<String>,
+    /// Any unique string (at most 200 characters). Repeating a call with the same key returns
+    /// the run the first call started instead of starting another.
+    #[schemars(length(min = 1, max = 200))]
+    pub idempotency_key: Option<String>,
+}
+
+/// Get a run's status, live progress and, once it has ended, its result: summary, pull request
+/// URL, branch, commits and changed files, or the error that stopped it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GetResultParams {
+    /// The runId returned by opencode_run_task.
+    pub run_id: String,
+}
+
+/// List runs, newest first, optionally for one session or with one status. Pages with
+/// nextCursor.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ListRunsParams {
+    /// Only runs of this work session.
+    pub session_id: Option<String>,
+    /// Only runs with this status.
+    pub status: Option<RunStatus>,
+    /// Runs per page, 1 to 100 (default 10).
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: Option<u32>,
+    /// nextCursor from the previous page; omit for the newest runs.
+    pub cursor: Option<String>,
+}
+
+/// Cancel a run. A queued run never starts; a running agent is stopped. Runs that already ended
+/// are left as they are.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CancelRunParams {
+    /// The runId to cancel.
+    pub run_id: String,
+}
+
+/// List work sessions, newest first. A session keeps one sandbox and one agent conversation;
+/// pass its sessionId to opencode_run_task to continue it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ListSessionsParams {
+    /// Sessions per page, 1 to 100 (default 10).
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: Option<u32>,
+    /// nextCursor from the previous page; omit for the newest sessions.
+    pub cursor: Option<String>,
+}
+
+impl RunTaskParams {
+    /// Checks every field; `forge_host` is the only host repositories may come from.
+    pub fn validate(self, forge_host: &str) -> Result<RunSpec> {
+        let task_chars = self.task.chars().count();
+        if self.task.trim().is_empty() {
+            return Err(Error::invalid("`task` must not be empty"));
+        }
+        if task_chars > TASK_MAX_CHARS {
+            return Err(Error::invalid(format!(
+                "`task` is {task_chars} characters; the limit is {TASK_MAX_CHARS}. Shorten it or \
+                 point the agent at a file in the repository"
+            )));
+        }
+        let title = match self.title {
+            Some(title) => {
+                check_text("title", &title, TITLE_MAX_CHARS)?;
+                title.trim().to_string()
+            }
+            None => default_title(&self.task),
+        };
+        if let Some(repo) = &self.repository {
+            check_repository(repo, forge_host)?;
+        }
+        if let Some(branch) = &self.branch {
+            check_branch(branch)?;
+        }
+        if let Some(session_id) = &self.session_id {
+            check_id("sessionId", ids::SESSION, session_id)?;
+        }
+        if let Some(model) = &self.model {
+            check_model(model)?;
+        }
+        if let Some(key) = &self.idempotency_key {
+            check_idempotency_key(key)?;
+        }
+        Ok(RunSpec {
+            task: self.task,
+            title,
+            repository: self.repository.map(|r| normalize_repository(&r)),
+            branch: self.branch,
+            session_id: self.session_id,
+            model: self.model,
+            idempotency_key: self.idempotency_key,
+        })
+    }
+}
+
+/// The task's first non-empty line, cut to the title limit.
+fn default_title(task: &str) -> String {
+    let line = task
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let clean: String = line.chars().filter(|c| !c.is_control()).collect();
+    if clean.chars().count() <= TITLE_MAX_CHARS {
+        clean
+    } else {
+        let cut: String = clean.chars().take(TITLE_MAX_CHARS - 1).collect();
+        format!("{}…", cut.trim_end())
+    }
+}
+
+fn check_text(field: &str, value: &str, max_chars: usize) -> Result<()> {
+    let n = value.chars().count();
+    if value.trim().is_empty() {
+        return Err(Error::invalid(format!("`{field}` must not be empty")));
+    }
+    if n > max_chars {
+        return Err(Error::invalid(format!(
+            "`{field}` is {n} characters; the limit is {max_chars}"
+        )));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Error::invalid(format!(
+            "`{field}` must not contain control characters or line breaks"
+        )));
+    }
+    Ok(())
+}
+
+pub fn check_id(field: &str, prefix: &str, value: &str) -> Result<()> {
+    if ids::is_valid(prefix, value) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "`{field}` must be an id like {prefix}0123456789abcdefghjkmnpqrs as returned by handoff (got {:?})",
+            truncate_for_message(value)
+        )))
+    }
+}
+
+/// Accepts `https://<forge host>/<owner>/<repo>[.git]` with plain path segments only.
+fn check_repository(repo: &str, forge_host: &str) -> Result<()> {
+    let rule = format!(
+        "`repository` must be an https URL of a repository on {forge_host}, like https://{forge_host}/owner/repo"
+    );
+    if repo.len() > REPOSITORY_MAX_LEN {
+        return Err(Error::invalid(format!(
+            "{rule} (at most {REPOSITORY_MAX_LEN} characters)"
+        )));
+    }
+    let Some(rest) = repo.strip_prefix("https://") else {
+        return Err(Error::invalid(format!(
+            "{rule}; got {:?}",
+            truncate_for_message(repo)
+        )));
+    };
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if host.contains('@') {
+        return Err(Error::invalid(
+            "`repository` must not contain credentials; handoff supplies access itself",
+        ));
+    }
+    if !host.eq_ignore_ascii_case(forge_host) {
+        return Err(Error::invalid(format!(
+            "{rule}; repositories on {host:?} are not accepted by this deployment"
+        )));
+    }
+    let path = path.trim_end_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path);
+    let segments: Vec<&str> = path.split('/').collect();
+    let segment_ok = |s: &&str| {
+        !s.is_empty()
+            && !s.starts_with('.')
+            && !s.starts_with('-')
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    };
+    if segments.len() != 2 || !segments.iter().all(segment_ok) {
+        return Err(Error::invalid(format!(
+            "{rule}: exactly owner/repo, letters, digits and -_. only; got {:?}",
+            truncate_for_message(repo)
+        )));
+    }
+    Ok(())
+}
+
+/// `https://host/owner/repo` without a trailing slash or `.git`.
+fn normalize_repository(repo: &str) -> String {
+    let trimmed = repo.trim_end_matches('/');
+    trimmed.strip_suffix(".git").unwrap_or(trimmed).to_string()
+}
+
+/// A conservative subset of git's ref-name rules that is also safe on any command line.
+pub fn check_branch(branch: &str) -> Result<()> {
+    let rule = "`branch` must be a git branch name: letters, digits and ._/- only, not starting \
+                with - or /, without .. or // and not ending in / . or .lock";
+    let ok = !branch.is_empty()
+        && branch.len() <= BRANCH_MAX_LEN
+        && branch
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._/-".contains(&b))
+        && !branch.starts_with(['-', '/', '.'])
+        && !branch.ends_with(['/', '.'])
+        && !branch.ends_with(".lock")
+        && !branch.contains("..")
+        && !branch.contains("//")
+        && !branch.contains("/.");
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{rule} (got {:?})",
+            truncate_for_message(branch)
+        )))
+    }
+}
+
+fn check_model(model: &str) -> Result<()> {
+    let valid = model.len() <= MODEL_MAX_LEN
+        && model.split_once('/').is_some_and(|(provider, name)| {
+            !provider.is_empty()
+                && !name.is_empty()
+                && provider
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_".contains(&b))
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.:@/".contains(&b))
+        });
+    if valid {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "`model` must be provider/model, e.g. anthropic/claude-sonnet-4-5 (got {:?})",
+            truncate_for_message(model)
+        )))
+    }
+}
+
+fn check_idempotency_key(key: &str) -> Result<()> {
+    if !key.is_empty()
+        && key.len() <= IDEMPOTENCY_KEY_MAX_LEN
+        && key.bytes().all(|b| b.is_ascii_graphic())
+    {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "`idempotencyKey` must be 1 to {IDEMPOTENCY_KEY_MAX_LEN} visible ASCII characters without spaces"
+        )))
+    }
+}
+
+/// Checks a page size, defaulting when absent.
+pub fn check_limit(limit: Option<u32>) -> Result<u32> {
+    match limit {
+        None => Ok(LIST_DEFAULT_LIMIT),
+        Some(n) if (1..=LIST_MAX_LIMIT).contains(&n) => Ok(n),
+        Some(n) => Err(Error::invalid(format!(
+            "`limit` must be between 1 and {LIST_MAX_LIMIT} (got {n})"
+        ))),
+    }
+}
+
+/// Quotes at most 80 characters of a rejected value, so a huge input does not flood the error.
+fn truncate_for_message(value: &str) -> String {
+    if value.chars().count() <= 80 {
+        value.to_string()
+    } else {
+        format!("{}…", value.chars().take(80).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(task: &str) -> RunTaskParams {
+        RunTaskParams {
+            task: task.into(),
+            repository: None,
+            branch: None,
+            session_id: None,
+            model: None,
+            title: None,
+            idempotency_key: None,
+        }
+    }
+
+    #[test]
+    fn task_length_is_counted_in_characters() {
+        assert!(params(&"é".repeat(50_000)).validate("github.com").is_ok());
+        let err = params(&"a".repeat(50_001))
+            .validate("github.com")
+            .unwrap_err();
+        assert!(err.message.contains("50001"), "{}", err.message);
+        assert!(params("   ").validate("github.com").is_err());
+    }
+
+    #[test]
+    fn default_title_is_first_line_cut_to_limit() {
+        let spec = params("\n  Fix the flaky test\nmore")
+            .validate("github.com")
+            .unwrap();
+        assert_eq!(spec.title, "Fix the flaky test");
+        let long = params(&"x".repeat(300)).validate("github.com").unwrap();
+        assert_eq!(long.title.chars().count(), 100);
+    }
+
+    #[test]
+    fn repositories_must_be_https_on_the_forge() {
+        let ok = [
+            "https://github.com/a/b",
+            "https://github.com/a-b/c.d.git",
+            "https://GitHub.com/a/b/",
+        ];
+        for r in ok {
+            assert!(check_repository(r, "github.com").is_ok(), "{r}");
+        }
+        let bad = [
+            "http://github.com/a/b",
+            "git@github.com:a/b.git",
+            "https://gitlab.com/a/b",
+            "https://user:pw@github.com/a/b",
+            "https://github.com/a",
+            "https://github.com/a/b/c",
+            "https://github.com/../b",
+            "https://github.com/a/-b",
+            "https://github.com/a/b?x=1",
+            "file:///etc/passwd",
+        ];
+        for r in bad {
+            assert!(check_repository(r, "github.com").is_err(), "{r}");
+        }
+        assert_eq!(
+            normalize_repository("https://github.com/a/b.git/"),
+            "https://github.com/a/b"
+        );
+    }
+
+    #[test]
+    fn hostile_branch_names_are_refused() {
+        for b in ["main", "feature/x-1", "release_2.0", "handoff/run_abc"] {
+            assert!(check_branch(b).is_ok(), "{b}");
+        }
+        for b in [
+            "--upload-pack=x",
+            "$(id)",
+            "a b",
+            "a..b",
+            "x.lock",
+            "/x",
+            "x/",
+            "a//b",
+            "`id`",
+            "a;b",
+            "",
+            ".x",
+            "a/.b",
+        ] {
+            assert!(check_branch(b).is_err(), "{b}");
+        }
+    }
+
+    #[test]
+    fn models_and_keys_and_limits() {
+        assert!(check_model("anthropic/claude-sonnet-4-5").is_ok());
+        assert!(check_model("openai/gpt-4.1").is_ok());
+        assert!(check_model("claude").is_err());
+        assert!(check_model("Anthropic/x").is_err());
+        assert!(check_idempotency_key("abc-123").is_ok());
+        assert!(check_idempotency_key("a b").is_err());
+        assert_eq!(check_limit(None).unwrap(), 10);
+        assert!(check_limit(Some(0)).is_err());
+        assert!(check_limit(Some(101)).is_err());
+    }
+}

@@ -1,0 +1,301 @@
+//! The `opencode_*` tools: start a run, read it, list runs and sessions, cancel.
+
+use super::params::{
+    check_id, check_limit, CancelRunParams, GetResultParams, ListRunsParams, ListSessionsParams,
+    RunTaskParams,
+};
+use super::views::{CancelRunOutput, ListRunsOutput, ListSessionsOutput, RunTaskOutput, RunView};
+use super::{Ctx, ToolHandler};
+use crate::config;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ids;
+use crate::links;
+use crate::runs::RunStatus;
+use crate::time::now_ms;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use rmcp::model::ToolAnnotations;
+
+pub struct RunTask;
+pub struct GetResult;
+pub struct ListRuns;
+pub struct CancelRun;
+pub struct ListSessions;
+
+const RUN_NOT_FOUND_HINT: &str = "check the runId, or call opencode_list_runs to see recent runs";
+
+impl ToolHandler for RunTask {
+    const NAME: &'static str = "opencode_run_task";
+    const TITLE: &'static str = "Start a coding task";
+    type Params = RunTaskParams;
+    type Output = RunTaskOutput;
+
+    fn annotations() -> ToolAnnotations {
+        // Starts work that pushes branches and opens pull requests on an external forge.
+        ToolAnnotations::new()
+            .read_only(false)
+            .destructive(false)
+            .idempotent(false)
+            .open_world(true)
+    }
+
+    async fn run(ctx: &Ctx<'_>, params: RunTaskParams) -> Result<RunTaskOutput> {
+        let spec = params.validate(&config::forge_host(ctx.env))?;
+        let created = ctx
+            .ledger
+            .create_run(&ctx.principal.id, spec)
+            .await
+            .map_err(|e| {
+                hint(
+                    e,
+                    ErrorKind::NotFound,
+                    "omit sessionId to start a new session, or call opencode_list_sessions",
+                )
+            })?;
+        let run = created.run;
+        Ok(RunTaskOutput {
+            web_ui_url: links::run_page_url(ctx.env, &ctx.base_url, &run.id, now_ms()),
+            run_id: run.id,
+            session_id: run.session_id,
+            status: run.status,
+            deduplicated: created.deduplicated,
+        })
+    }
+
+    fn summary(out: &RunTaskOutput) -> String {
+        let again = if out.deduplicated {
+            " (an earlier call with this idempotencyKey started it)"
+        } else {
+            ""
+        };
+        format!(
+            "Run {} is {}{again}. Poll opencode_get_result with this runId; runs take minutes to hours.",
+            out.run_id,
+            out.status.as_str()
+        )
+    }
+}
+
+impl ToolHandler for GetResult {
+    const NAME: &'static str = "opencode_get_result";
+    const TITLE: &'static str = "Get a run's status and result";
+    type Params = GetResultParams;
+    type Output = RunView;
+
+    fn annotations() -> ToolAnnotations {
+        read_only()
+    }
+
+    async fn run(ctx: &Ctx<'_>, params: GetResultParams) -> Result<RunView> {
+        check_id("runId", ids::RUN, &params.run_id)?;
+        let run = ctx
+            .ledger
+            .get_run(&params.run_id)
+            .await
+            .map_err(|e| hint(e, ErrorKind::NotFound, RUN_NOT_FOUND_HINT))?;
+        let url = links::run_page_url(ctx.env, &ctx.base_url, &run.id, now_ms());
+        Ok(RunView::new(run, url))
+    }
+
+    fn summary(run: &RunView) -> String {
+        let head = format!(
+            "Run {} ({}) is {}",
+            run.run_id,
+            run.title,
+            run.status.as_str()
+        );
+        match (&run.result, &run.progress) {
+            (Some(result), _) => {
+                let mut parts = vec![head];
+                if let Some(summary) = &result.summary {
+                    parts.push(format!("Summary: {summary}"));
+                }
+                if let Some(url) = &result.pull_request_url {
+                    parts.push(format!("Pull request: {url}"));
+                }
+                if let Some(error) = &result.error {
+                    parts.push(format!("Error {}: {}", error.code, error.message));
+                }
+                parts.join(". ")
+            }
+            (None, Some(p)) => format!(
+                "{head} ({}: {}). Poll again in 30-60 seconds.",
+                p.phase, p.message
+            ),
+            (None, None) => format!("{head}. Poll again in 30-60 seconds."),
+        }
+    }
+}
+
+impl ToolHandler for ListRuns {
+    const NAME: &'static str = "opencode_list_runs";
+    const TITLE: &'static str = "List runs";
+    type Params = ListRunsParams;
+    type Output = ListRunsOutput;
+
+    fn annotations() -> ToolAnnotations {
+        read_only()
+    }
+
+    async fn run(ctx: &Ctx<'_>, params: ListRunsParams) -> Result<ListRunsOutput> {
+        if let Some(session_id) = &params.session_id {
+            check_id("sessionId", ids::SESSION, session_id)?;
+        }
+        let limit = check_limit(params.limit)?;
+        let before = decode_cursor(RUNS_CURSOR, params.cursor.as_deref())?;
+        let page = ctx
+            .ledger
+            .list_runs(params.session_id, params.status, limit, before)
+            .await?;
+        Ok(ListRunsOutput {
+            runs: page.items.into_iter().map(Into::into).collect(),
+            next_cursor: page.next.map(|seq| encode_cursor(RUNS_CURSOR, seq)),
+        })
+    }
+
+    fn summary(out: &ListRunsOutput) -> String {
+        let more = if out.next_cursor.is_some() {
+            "; more with cursor=nextCursor"
+        } else {
+            ""
+        };
+        format!("{} run(s), newest first{more}.", out.runs.len())
+    }
+}
+
+impl ToolHandler for CancelRun {
+    const NAME: &'static str = "opencode_cancel_run";
+    const TITLE: &'static str = "Cancel a run";
+    type Params = CancelRunParams;
+    type Output = CancelRunOutput;
+
+    fn annotations() -> ToolAnnotations {
+        ToolAnnotations::new()
+            .read_only(false)
+            .destructive(true)
+            .idempotent(true)
+            .open_world(false)
+    }
+
+    async fn run(ctx: &Ctx<'_>, params: CancelRunParams) -> Result<CancelRunOutput> {
+        check_id("runId", ids::RUN, &params.run_id)?;
+        let cancelled = ctx
+            .ledger
+            .cancel_run(&params.run_id, &ctx.principal.id)
+            .await
+            .map_err(|e| hint(e, ErrorKind::NotFound, RUN_NOT_FOUND_HINT))?;
+        let run = cancelled.run;
+        let message = if cancelled.changed {
+            format!("Run {} cancelled.", run.id)
+        } else if run.status == RunStatus::Cancelled {
+            format!("Run {} was already cancelled.", run.id)
+        } else {
+            format!(
+                "Run {} had already ended ({}); nothing to cancel.",
+                run.id,
+                run.status.as_str()
+            )
+        };
+        Ok(CancelRunOutput {
+            run_id: run.id,
+            status: run.status,
+            cancelled: cancelled.changed,
+            message,
+        })
+    }
+
+    fn summary(out: &CancelRunOutput) -> String {
+        out.message.clone()
+    }
+}
+
+impl ToolHandler for ListSessions {
+    const NAME: &'static str = "opencode_list_sessions";
+    const TITLE: &'static str = "List work sessions";
+    type Params = ListSessionsParams;
+    type Output = ListSessionsOutput;
+
+    fn annotations() -> ToolAnnotations {
+        read_only()
+    }
+
+    async fn run(ctx: &Ctx<'_>, params: ListSessionsParams) -> Result<ListSessionsOutput> {
+        let limit = check_limit(params.limit)?;
+        let before = decode_cursor(SESSIONS_CURSOR, params.cursor.as_deref())?;
+        let page = ctx.ledger.list_sessions(limit, before).await?;
+        Ok(ListSessionsOutput {
+            sessions: page.items.into_iter().map(Into::into).collect(),
+            next_cursor: page.next.map(|seq| encode_cursor(SESSIONS_CURSOR, seq)),
+        })
+    }
+
+    fn summary(out: &ListSessionsOutput) -> String {
+        let more = if out.next_cursor.is_some() {
+            "; more with cursor=nextCursor"
+        } else {
+            ""
+        };
+        format!("{} session(s), newest first{more}.", out.sessions.len())
+    }
+}
+
+fn read_only() -> ToolAnnotations {
+    ToolAnnotations::new()
+        .read_only(true)
+        .destructive(false)
+        .idempotent(true)
+        .open_world(false)
+}
+
+/// Appends what to do next to errors of one kind.
+fn hint(error: Error, kind: ErrorKind, next: &str) -> Error {
+    if error.kind == kind {
+        Error::new(kind, format!("{}; {next}", error.message))
+    } else {
+        error
+    }
+}
+
+const RUNS_CURSOR: &str = "runs";
+const SESSIONS_CURSOR: &str = "sessions";
+
+/// Cursors are opaque to clients: base64url of `<list>:<sequence number>`.
+fn encode_cursor(list: &str, seq: i64) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{list}:{seq}"))
+}
+
+fn decode_cursor(list: &str, cursor: Option<&str>) -> Result<Option<i64>> {
+    let Some(cursor) = cursor else {
+        return Ok(None);
+    };
+    URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|text| {
+            let (name, seq) = text.split_once(':')?;
+            (name == list).then(|| seq.parse::<i64>().ok()).flatten()
+        })
+        .filter(|seq| *seq > 0)
+        .map(Some)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "`cursor` is not a nextCursor returned by this list of {list}; omit it to start from the newest"
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_reject_foreign_values() {
+        let c = encode_cursor(RUNS_CURSOR, 42);
+        assert_eq!(decode_cursor(RUNS_CURSOR, Some(&c)).unwrap(), Some(42));
+        assert!(decode_cursor(SESSIONS_CURSOR, Some(&c)).is_err());
+        assert!(decode_cursor(RUNS_CURSOR, Some("garbage!")).is_err());
+        assert!(decode_cursor(RUNS_CURSOR, Some(&encode_cursor(RUNS_CURSOR, -1))).is_err());
+        assert_eq!(decode_cursor(RUNS_CURSOR, None).unwrap(), None);
+    }
+}

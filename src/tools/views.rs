@@ -1,0 +1,215 @@
+//! Tool outputs: the `structuredContent` shapes (their JSON Schemas are the tools'
+//! `outputSchema`), built from ledger records. Times are RFC 3339 UTC strings.
+
+use crate::runs::{Commit, RunRecord, RunStatus, SessionRecord};
+use crate::time::rfc3339;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunTaskOutput {
+    /// Id of the run; pass it to opencode_get_result.
+    pub run_id: String,
+    /// The work session the run belongs to; pass it as sessionId to continue there.
+    pub session_id: String,
+    pub status: RunStatus,
+    /// Signed link to a page that shows the run live (absent if links are not configured).
+    pub web_ui_url: Option<String>,
+    /// True when an earlier call with the same idempotencyKey started this run.
+    pub deduplicated: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressView {
+    /// What the run is doing, e.g. preparing_sandbox, cloning, working, pushing, opening_pr.
+    pub phase: String,
+    pub message: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ErrorView {
+    /// Machine-readable reason, e.g. sandbox_unavailable, timed_out, cancelled.
+    pub code: String,
+    /// What happened and what to do next.
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResultView {
+    /// The agent's final summary of what it did.
+    pub summary: Option<String>,
+    pub pull_request_url: Option<String>,
+    /// The branch the work was pushed to.
+    pub branch: Option<String>,
+    pub commits: Vec<Commit>,
+    pub changed_files: Vec<String>,
+    /// Why the run failed or was cancelled.
+    pub error: Option<ErrorView>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TransitionView {
+    pub status: RunStatus,
+    pub at: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunView {
+    pub run_id: String,
+    pub session_id: String,
+    pub status: RunStatus,
+    pub task: String,
+    pub title: String,
+    pub model: Option<String>,
+    pub repository: Option<String>,
+    pub branch: Option<String>,
+    pub created_at: String,
+    /// When the run left the queue.
+    pub started_at: Option<String>,
+    /// When the run reached its terminal status.
+    pub completed_at: Option<String>,
+    pub progress: Option<ProgressView>,
+    /// Present once the run has ended.
+    pub result: Option<ResultView>,
+    /// Every status change, oldest first.
+    pub transitions: Vec<TransitionView>,
+    pub web_ui_url: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummaryView {
+    pub run_id: String,
+    pub session_id: String,
+    pub status: RunStatus,
+    pub title: String,
+    pub repository: Option<String>,
+    pub branch: Option<String>,
+    pub created_at: String,
+    pub completed_at: Option<String>,
+    pub phase: Option<String>,
+    pub pull_request_url: Option<String>,
+    pub error_code: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListRunsOutput {
+    pub runs: Vec<RunSummaryView>,
+    /// Pass as cursor to get the next (older) page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelRunOutput {
+    pub run_id: String,
+    pub status: RunStatus,
+    /// True when this call cancelled the run; false when it had already ended.
+    pub cancelled: bool,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionView {
+    pub session_id: String,
+    pub created_at: String,
+    pub last_run_at: String,
+    pub run_count: i64,
+    pub last_run_id: Option<String>,
+    pub last_run_status: Option<RunStatus>,
+    pub last_run_title: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListSessionsOutput {
+    pub sessions: Vec<SessionView>,
+    /// Pass as cursor to get the next (older) page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+impl RunView {
+    pub fn new(run: RunRecord, web_ui_url: Option<String>) -> Self {
+        let result = run.status.is_terminal().then(|| {
+            let outcome = run.outcome.clone().unwrap_or_default();
+            ResultView {
+                summary: outcome.summary,
+                pull_request_url: outcome.pull_request_url,
+                branch: outcome.branch,
+                commits: outcome.commits,
+                changed_files: outcome.changed_files,
+                error: run.error.clone().map(|e| ErrorView {
+                    code: e.code,
+                    message: e.message,
+                }),
+            }
+        });
+        RunView {
+            run_id: run.id,
+            session_id: run.session_id,
+            status: run.status,
+            task: run.task,
+            title: run.title,
+            model: run.model,
+            repository: run.repository,
+            branch: run.branch,
+            created_at: rfc3339(run.created_at),
+            started_at: run.started_at.map(rfc3339),
+            completed_at: run.completed_at.map(rfc3339),
+            progress: run.progress.map(|p| ProgressView {
+                phase: p.phase,
+                message: p.message,
+                updated_at: rfc3339(p.updated_at),
+            }),
+            result,
+            transitions: run
+                .transitions
+                .into_iter()
+                .map(|t| TransitionView {
+                    status: t.status,
+                    at: rfc3339(t.at),
+                })
+                .collect(),
+            web_ui_url,
+        }
+    }
+}
+
+impl From<RunRecord> for RunSummaryView {
+    fn from(run: RunRecord) -> Self {
+        RunSummaryView {
+            run_id: run.id,
+            session_id: run.session_id,
+            status: run.status,
+            title: run.title,
+            repository: run.repository,
+            branch: run.branch,
+            created_at: rfc3339(run.created_at),
+            completed_at: run.completed_at.map(rfc3339),
+            phase: run.progress.map(|p| p.phase),
+            pull_request_url: run.outcome.and_then(|o| o.pull_request_url),
+            error_code: run.error.map(|e| e.code),
+        }
+    }
+}
+
+impl From<SessionRecord> for SessionView {
+    fn from(s: SessionRecord) -> Self {
+        SessionView {
+            session_id: s.id,
+            created_at: rfc3339(s.created_at),
+            last_run_at: rfc3339(s.last_run_at),
+            run_count: s.run_count,
+            last_run_id: s.last_run_id,
+            last_run_status: s.last_run_status,
+            last_run_title: s.last_run_title,
+        }
+    }
+}

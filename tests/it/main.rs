@@ -1,0 +1,17 @@
+//! Integration tests: the real wasm Worker in workerd (`wrangler dev`), driven over HTTP by raw
+//! requests and by rmcp's MCP client. One instance is shared by most tests (each test uses its
+//! own ids); tests that restart or reconfigure the Worker start their own.
+
+mod auth;
+mod deploy;
+mod durability;
+mod protocol;
+mod runs;
+mod tools_list;
+
+use handoff_tests::worker;
+
+/// Base URL of the shared instance.
+pub fn base() -> String {
+    worker::shared().url("")
+}

@@ -1,0 +1,74 @@
+//! `tools/list`: every tool has a description, schemas generated from its Rust types, and
+//! annotations.
+
+use crate::base;
+use handoff_tests::Mcp;
+use serde_json::{json, Value};
+
+#[tokio::test]
+async fn tools_have_descriptions_schemas_and_annotations() {
+    let mcp = Mcp::connect(&base()).await;
+    let listed = mcp.request("tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().expect("tools").clone();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "opencode_run_task",
+            "opencode_get_result",
+            "opencode_list_runs",
+            "opencode_cancel_run",
+            "opencode_list_sessions"
+        ]
+    );
+    for tool in &tools {
+        let name = tool["name"].as_str().unwrap();
+        let description = tool["description"].as_str().unwrap_or_default();
+        assert!(description.len() > 40, "{name} description: {description}");
+        assert!(tool["title"].is_string(), "{name} title");
+        assert_eq!(tool["inputSchema"]["type"], "object", "{name}");
+        assert_eq!(tool["outputSchema"]["type"], "object", "{name}");
+        let annotations = &tool["annotations"];
+        for hint in ["readOnlyHint", "destructiveHint", "idempotentHint"] {
+            assert!(annotations[hint].is_boolean(), "{name} {hint}");
+        }
+        for (field, schema) in tool["inputSchema"]["properties"].as_object().unwrap() {
+            assert!(
+                schema["description"].is_string(),
+                "{name}.{field} has a description from its doc comment"
+            );
+        }
+    }
+    let by_name = |n: &str| tools.iter().find(|t| t["name"] == n).unwrap().clone();
+    let run_task = by_name("opencode_run_task");
+    let task: &Value = &run_task["inputSchema"]["properties"]["task"];
+    assert_eq!(task["maxLength"], 50000);
+    assert_eq!(task["minLength"], 1);
+    assert_eq!(run_task["inputSchema"]["required"], json!(["task"]));
+    assert_eq!(run_task["annotations"]["readOnlyHint"], false);
+    let get = by_name("opencode_get_result");
+    assert_eq!(get["annotations"]["readOnlyHint"], true);
+    for field in [
+        "runId",
+        "status",
+        "progress",
+        "result",
+        "createdAt",
+        "completedAt",
+    ] {
+        assert!(
+            get["outputSchema"]["properties"][field].is_object(),
+            "get_result output has {field}"
+        );
+    }
+    let list = by_name("opencode_list_runs");
+    let limit = &list["inputSchema"]["properties"]["limit"];
+    assert_eq!(
+        (limit["minimum"].clone(), limit["maximum"].clone()),
+        (json!(1), json!(100))
+    );
+    assert_eq!(
+        by_name("opencode_cancel_run")["annotations"]["destructiveHint"],
+        true
+    );
+}

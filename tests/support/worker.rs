@@ -1,0 +1,267 @@
+//! A `wrangler dev` instance serving the built Worker bundle, with its own config directory,
+//! state directory, ports and variables, in its own process group.
+
+use crate::{root, OTHER_TOKEN, SIGNING_KEY, TOKEN};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, Once, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Configuration of one instance beyond the defaults every test instance gets.
+#[derive(Default, Clone)]
+pub struct WorkerOptions {
+    /// Extra variables (they override wrangler.toml's `[vars]`).
+    pub vars: Vec<(String, String)>,
+    /// Leave `HANDOFF_API_TOKENS` unset.
+    pub no_tokens: bool,
+}
+
+impl WorkerOptions {
+    pub fn var(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.vars.push((key.to_string(), value.into()));
+        self
+    }
+}
+
+pub struct Worker {
+    pub port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
+static SHARED: OnceLock<Worker> = OnceLock::new();
+/// Process groups and directories of instances held in statics (never dropped), cleaned up when
+/// the test process exits.
+static AT_EXIT: Mutex<Vec<(i32, PathBuf)>> = Mutex::new(Vec::new());
+static AT_EXIT_REGISTERED: Once = Once::new();
+
+extern "C" fn cleanup_at_exit() {
+    if let Ok(entries) = AT_EXIT.lock() {
+        for (pgid, dir) in entries.iter() {
+            kill_group(*pgid);
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Stops `worker`'s process group when the process exits: for instances kept in statics.
+pub fn stop_group_at_exit(worker: &Worker) {
+    AT_EXIT_REGISTERED.call_once(|| {
+        // SAFETY: registers a plain function without captured state, run once at exit.
+        unsafe {
+            libc::atexit(cleanup_at_exit);
+        }
+    });
+    if let (Some(child), Ok(mut entries)) = (&worker.child, AT_EXIT.lock()) {
+        entries.push((child.id() as i32, worker.dir.clone()));
+    }
+}
+
+/// The instance shared by all tests of this process (default configuration). Tests isolate
+/// themselves with unique ids; it is stopped when the process exits.
+pub fn shared() -> &'static Worker {
+    SHARED.get_or_init(|| {
+        let worker = Worker::start(WorkerOptions::default());
+        stop_group_at_exit(&worker);
+        worker
+    })
+}
+
+impl Worker {
+    /// Writes a config for this instance and starts it; panics with wrangler's output if it does
+    /// not become healthy.
+    pub fn start(options: WorkerOptions) -> Worker {
+        let n = NEXT_DIR.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("handoff-it-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("state")).expect("create instance dir");
+        write_config(&dir, &options);
+        let mut worker = Worker {
+            port: free_port(),
+            dir,
+            child: None,
+        };
+        worker.spawn();
+        worker
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("wrangler.log"))
+            .expect("open log");
+        let node_bin = root().join("node_modules/.bin");
+        let wrangler = node_bin.join("wrangler");
+        assert!(
+            wrangler.exists() && root().join("build/worker/shim.mjs").exists(),
+            "the Worker is not built: run `cargo xtask test` (or `cargo xtask build`) first"
+        );
+        let path = format!(
+            "{}:{}",
+            node_bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut cmd = Command::new(wrangler);
+        cmd.args(["dev", "--local", "--ip", "127.0.0.1", "--port"])
+            .arg(self.port.to_string())
+            .arg("--inspector-port")
+            .arg(free_port().to_string())
+            .arg("--persist-to")
+            .arg(self.state_dir())
+            .arg("--show-interactive-dev-session=false")
+            .current_dir(&self.dir)
+            .env("PATH", path)
+            .env("WRANGLER_SEND_METRICS", "false")
+            .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
+            .env("WRANGLER_LOG_PATH", self.dir.join("wrangler-logs"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .process_group(0);
+        let child = cmd.spawn().expect("start wrangler dev");
+        self.child = Some(child);
+        self.wait_healthy();
+    }
+
+    fn wait_healthy(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while Instant::now() < deadline {
+            if let Some(child) = &mut self.child {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("wrangler dev exited ({status}):\n{}", self.log_tail());
+                }
+            }
+            if http_status(self.port, "/health") == Some(200) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("wrangler dev did not become healthy:\n{}", self.log_tail());
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("wrangler.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// Stops the whole process group and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            kill_group(child.id() as i32);
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops and starts again on the same port with the same state.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// wrangler.toml for an instance: the project's own, serving the prebuilt bundle (no build
+/// step: the test command built it once), with test secrets in `.dev.vars` beside it.
+pub fn write_config(dir: &Path, options: &WorkerOptions) {
+    let project =
+        std::fs::read_to_string(root().join("wrangler.toml")).expect("read wrangler.toml");
+    let bundle = root().join("build/worker/shim.mjs");
+    let mut out = String::new();
+    let mut in_build = false;
+    for line in project.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            in_build = trimmed == "[build]";
+        }
+        if in_build {
+            continue;
+        }
+        if trimmed.starts_with("main") && trimmed.contains('=') {
+            out.push_str(&format!("main = {:?}\n", bundle.display().to_string()));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert!(
+        out.contains(&bundle.display().to_string()),
+        "wrangler.toml has no main line"
+    );
+    std::fs::write(dir.join("wrangler.toml"), out).expect("write test wrangler.toml");
+
+    let mut vars = String::new();
+    if !options.no_tokens {
+        vars.push_str(&format!(
+            "HANDOFF_API_TOKENS=tests:{TOKEN},other:{OTHER_TOKEN}\n"
+        ));
+    }
+    vars.push_str(&format!("HANDOFF_SIGNING_KEY={SIGNING_KEY}\n"));
+    for (key, value) in &options.vars {
+        vars.push_str(&format!("{key}={value}\n"));
+    }
+    std::fs::write(dir.join(".dev.vars"), vars).expect("write .dev.vars");
+}
+
+fn kill_group(pgid: i32) {
+    // SAFETY: sends signals to the process group this support code created.
+    unsafe {
+        libc::killpg(pgid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // SAFETY: signal 0 only probes whether the group still exists.
+    while Instant::now() < deadline && unsafe { libc::killpg(pgid, 0) } == 0 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: as above; the group is ours and still there.
+    unsafe {
+        if libc::killpg(pgid, 0) == 0 {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = [0u8; 64];
+    let n = stream.read(&mut head).ok()?;
+    String::from_utf8_lossy(&head[..n])
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}

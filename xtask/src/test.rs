@@ -1,0 +1,86 @@
+//! `cargo xtask test` and `cargo xtask bench`: install, build the Worker once, then run the tidy
+//! checks (fmt, clippy on native and wasm32), the unit tests and the integration tests that drive
+//! the real Worker in workerd; or the benchmark that prints figures.
+
+use crate::{proc, root, setup, worker, Result};
+use std::process::Command;
+use std::time::Instant;
+
+pub fn run(args: &[String]) -> Result {
+    let started = Instant::now();
+    let tools = setup::ensure()?;
+    worker::build(&tools)?;
+    let cargo = || {
+        let mut cmd = tools.command("cargo");
+        cmd.current_dir(root());
+        cmd
+    };
+    step("rustfmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
+    step(
+        "clippy (native)",
+        cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    step(
+        "clippy (wasm32)",
+        cargo().args([
+            "clippy",
+            "-p",
+            "handoff",
+            "--target",
+            "wasm32-unknown-unknown",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    step(
+        "unit tests",
+        cargo().args(["test", "-p", "handoff", "--lib"]),
+    )?;
+    let mut integration = cargo();
+    integration
+        .args(["test", "-p", "handoff-tests", "--"])
+        .args(args);
+    step("integration tests", &mut integration)?;
+    println!(
+        "xtask: all checks passed in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+pub fn bench(args: &[String]) -> Result {
+    let tools = setup::ensure()?;
+    worker::build(&tools)?;
+    let mut cmd = tools.command("cargo");
+    cmd.current_dir(root())
+        .args([
+            "run",
+            "--release",
+            "-p",
+            "handoff-tests",
+            "--bin",
+            "bench",
+            "--",
+        ])
+        .args(args);
+    proc::run(&mut cmd)
+}
+
+fn step(name: &str, cmd: &mut Command) -> Result {
+    println!("xtask: == {name} ==");
+    let started = Instant::now();
+    proc::run(cmd)?;
+    println!(
+        "xtask: {name} passed in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

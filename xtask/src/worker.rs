@@ -1,0 +1,74 @@
+//! Builds the Worker bundle (`build/worker/shim.mjs` + wasm) with worker-build, offline: it is
+//! pointed at the installed wasm-bindgen, esbuild and wasm-opt instead of downloading them.
+//! Skipped when the bundle is newer than every source file.
+
+use crate::setup::Tools;
+use crate::{proc, root, Result};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// The bundle wrangler serves (wrangler.toml `main`).
+pub fn bundle_entry() -> PathBuf {
+    root().join("build/worker/shim.mjs")
+}
+
+pub fn build(tools: &Tools) -> Result {
+    if is_fresh() {
+        return Ok(());
+    }
+    println!("xtask: building the Worker (release wasm)");
+    let root = root();
+    let mut cmd = tools.command(tools.cargo_bin.join("worker-build"));
+    cmd.arg("--release")
+        .current_dir(&root)
+        .env("WASM_BINDGEN_BIN", tools.cargo_bin.join("wasm-bindgen"))
+        .env(
+            "ESBUILD_BIN",
+            root.join("node_modules/@esbuild/linux-x64/bin/esbuild"),
+        )
+        .env(
+            "WASM_OPT_BIN",
+            root.join("node_modules/binaryen/bin/wasm-opt"),
+        );
+    proc::run(&mut cmd)?;
+    if !bundle_entry().exists() {
+        return Err(format!(
+            "worker-build finished but {} is missing",
+            bundle_entry().display()
+        ));
+    }
+    Ok(())
+}
+
+/// True when the bundle exists and no input is newer than it.
+fn is_fresh() -> bool {
+    let Some(built) = mtime(&bundle_entry()) else {
+        return false;
+    };
+    let root = root();
+    let inputs = [root.join("Cargo.toml"), root.join("Cargo.lock")];
+    let newest_input = inputs
+        .iter()
+        .filter_map(|p| mtime(p))
+        .chain(newest_in(&root.join("src")))
+        .max();
+    newest_input.is_some_and(|newest| newest <= built)
+}
+
+fn mtime(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+fn newest_in(dir: &Path) -> Option<SystemTime> {
+    let mut newest = mtime(dir);
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let candidate = if path.is_dir() {
+            newest_in(&path)
+        } else {
+            mtime(&path)
+        };
+        newest = newest.max(candidate);
+    }
+    newest
+}
