@@ -56,10 +56,7 @@ pub async fn dispatch(
         }
         "tools/list" => {
             check_session(ctx, &id).await?;
-            Ok(jsonrpc::result(
-                &id,
-                json!({ "tools": tools::definitions() }),
-            ))
+            Ok(jsonrpc::result(&id, tools::list_result()))
         }
         "tools/call" => call_tool(ctx, version, id, params).await,
         _ => {

@@ -136,6 +136,14 @@ macro_rules! tool_set {
             vec![$(definition::<$tool>()),+]
         }
 
+        /// The `tools/list` result, built once per isolate (schemas never change at run time).
+        pub fn list_result() -> Value {
+            thread_local! {
+                static LIST: Value = serde_json::json!({ "tools": definitions() });
+            }
+            LIST.with(Value::clone)
+        }
+
         /// Runs the named tool.
         pub async fn call(
             ctx: &Ctx<'_>,
