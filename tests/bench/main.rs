@@ -58,11 +58,11 @@ async fn main() {
         "opencode_get_result, 10 clients",
         &measure(&mcp, 10, SAMPLES_PER_CLIENT, get).await,
     );
-    let list_100 = measure(&mcp, 1, SAMPLES_ONE_CLIENT, list.clone()).await;
+    let list_100 = measure(&mcp, 1, SAMPLES_ONE_CLIENT, list).await;
     report("opencode_list_runs, 1 client", &list_100);
     report(
         "opencode_list_runs, 10 clients",
-        &measure(&mcp, 10, SAMPLES_PER_CLIENT, list.clone()).await,
+        &measure(&mcp, 10, SAMPLES_PER_CLIENT, list).await,
     );
 
     println!("\n== Seeding to 10,000 runs ==");
