@@ -165,6 +165,38 @@ async fn get_result_and_cancel_of_unknown_runs_say_what_to_do() {
         .call_err("opencode_list_runs", json!({"status": "done"}))
         .await;
     assert!(status.contains("status"), "{status}");
+    let session = mcp
+        .call_err("opencode_list_runs", json!({"sessionId": "x"}))
+        .await;
+    assert!(session.contains("sessionId"), "{session}");
+    let cancel_malformed = mcp
+        .call_err("opencode_cancel_run", json!({"runId": "run_../x"}))
+        .await;
+    assert!(cancel_malformed.contains("runId"), "{cancel_malformed}");
+    let zero = mcp
+        .call_err("opencode_list_sessions", json!({"limit": 0}))
+        .await;
+    assert!(zero.contains("limit") && zero.contains("100"), "{zero}");
+    mcp.start_run("cursor run one").await;
+    mcp.start_run("cursor run two").await;
+    let runs_page = mcp.call_ok("opencode_list_runs", json!({"limit": 1})).await;
+    let cursor = runs_page["nextCursor"]
+        .as_str()
+        .expect("more than one run exists");
+    let foreign = mcp
+        .call_err("opencode_list_sessions", json!({"cursor": cursor}))
+        .await;
+    assert!(
+        foreign.contains("cursor"),
+        "a runs cursor is not a sessions cursor: {foreign}"
+    );
+    let extra = mcp
+        .call_err(
+            "opencode_get_result",
+            json!({"runId": "run_00000000000000000000000000", "verbose": true}),
+        )
+        .await;
+    assert!(extra.contains("verbose"), "{extra}");
 }
 
 #[tokio::test]
