@@ -216,14 +216,18 @@ fn session_ledger(
     Ok(Ok(Ledger::for_mcp_session(env, session)?))
 }
 
-/// Reads the body, or `None` when it is larger than `MAX_BODY_BYTES` (checked against
-/// Content-Length first, then while streaming).
+/// Reads the body, or `None` when it is larger than `MAX_BODY_BYTES`: checked against
+/// Content-Length when there is one, else while streaming the chunked body.
 async fn read_capped(req: &mut Request, headers: &Headers) -> Result<Option<Vec<u8>>> {
     let declared = header(headers, "content-length").and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
         return Ok(None);
     }
-    let mut body = Vec::with_capacity(declared.unwrap_or(0));
+    if declared.is_some() {
+        // The runtime enforces Content-Length, so the body cannot exceed the checked size.
+        return Ok(Some(req.bytes().await?));
+    }
+    let mut body = Vec::new();
     let Ok(mut stream) = req.stream() else {
         return Ok(Some(body)); // no body at all
     };
