@@ -10,7 +10,6 @@ use serde::Deserialize;
 
 pub const TASK_MAX_CHARS: usize = 50_000;
 pub const TITLE_MAX_CHARS: usize = 100;
-pub const BRANCH_MAX_LEN: usize = 200;
 pub const MODEL_MAX_LEN: usize = 200;
 pub const IDEMPOTENCY_KEY_MAX_LEN: usize = 200;
 pub const REPOSITORY_MAX_LEN: usize = 500;
@@ -240,26 +239,14 @@ fn normalize_repository(repo: &str) -> String {
     trimmed.strip_suffix(".git").unwrap_or(trimmed).to_string()
 }
 
-/// A conservative subset of git's ref-name rules that is also safe on any command line.
+/// A git branch name that is also safe on any command line (`handoff_wire::is_safe_branch`).
 pub fn check_branch(branch: &str) -> Result<()> {
-    let rule = "`branch` must be a git branch name: letters, digits and ._/- only, not starting \
-                with - or /, without .. or // and not ending in / . or .lock";
-    let ok = !branch.is_empty()
-        && branch.len() <= BRANCH_MAX_LEN
-        && branch
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._/-".contains(&b))
-        && !branch.starts_with(['-', '/', '.'])
-        && !branch.ends_with(['/', '.'])
-        && !branch.ends_with(".lock")
-        && !branch.contains("..")
-        && !branch.contains("//")
-        && !branch.contains("/.");
-    if ok {
+    if handoff_wire::is_safe_branch(branch) {
         Ok(())
     } else {
         Err(Error::invalid(format!(
-            "{rule} (got {:?})",
+            "`branch` must be a git branch name: letters, digits and ._/- only, not starting \
+             with - / or ., without .. or // and not ending in / . or .lock (got {:?})",
             truncate_for_message(branch)
         )))
     }

@@ -1,0 +1,277 @@
+//! Running a command to completion (output capped, head and tail kept) or streaming its output
+//! as it comes. A timeout kills the command's whole process group.
+
+use crate::error::{ApiError, Result};
+use crate::sandbox::{Registry, Sandbox};
+use handoff_wire::{ExecEvent, ExecRequest, ExecResult, EXEC_MAX_TIMEOUT_MS, EXEC_OUTPUT_CAP};
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Child;
+use tokio::sync::mpsc;
+
+/// Keeps the first and last `cap / 2` bytes of a stream and counts what was dropped between.
+pub struct HeadTail {
+    cap: usize,
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    dropped: u64,
+}
+
+impl HeadTail {
+    pub fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            head: Vec::new(),
+            tail: std::collections::VecDeque::new(),
+            dropped: 0,
+        }
+    }
+
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        let half = self.cap / 2;
+        if self.head.len() < half {
+            let take = (half - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        for &b in bytes {
+            if self.tail.len() == self.cap - half {
+                self.tail.pop_front();
+                self.dropped += 1;
+            }
+            self.tail.push_back(b);
+        }
+    }
+
+    pub fn truncated(&self) -> bool {
+        self.dropped > 0
+    }
+
+    /// The kept text, with a marker where bytes were left out.
+    pub fn finish(self) -> String {
+        let mut out = String::from_utf8_lossy(&self.head).into_owned();
+        if self.dropped > 0 {
+            out.push_str(&format!("\n[… {} bytes omitted …]\n", self.dropped));
+        }
+        let tail: Vec<u8> = self.tail.into_iter().collect();
+        out.push_str(&String::from_utf8_lossy(&tail));
+        out
+    }
+}
+
+fn check_timeout(timeout_ms: u64) -> Result<Duration> {
+    if timeout_ms == 0 || timeout_ms > EXEC_MAX_TIMEOUT_MS {
+        return Err(ApiError::bad_request(format!(
+            "timeout must be between 1 ms and {EXEC_MAX_TIMEOUT_MS} ms (10 minutes); use a \
+             background process for longer work"
+        )));
+    }
+    Ok(Duration::from_millis(timeout_ms))
+}
+
+/// Starts `argv` in the sandbox with piped output.
+pub async fn spawn(
+    registry: &Registry,
+    sandbox: &Arc<Sandbox>,
+    argv: &[String],
+    cwd: Option<&str>,
+    env: &BTreeMap<String, String>,
+) -> Result<Child> {
+    let cwd = sandbox.resolve_cwd(cwd)?;
+    let running = registry.ensure_running(sandbox).await?;
+    let mut cmd = sandbox.command(&running, argv, &cwd, env)?;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn()
+        .map_err(|e| ApiError::internal(format!("could not start the command: {e}")))
+}
+
+/// Kills the process group led by `child`.
+pub fn kill_group(child: &Child) {
+    if let Some(pid) = child.id() {
+        // SAFETY: the child leads its own process group (`process_group(0)`).
+        unsafe {
+            libc::killpg(pid as i32, libc::SIGKILL);
+        }
+    }
+}
+
+/// Runs a shell command line to completion.
+pub async fn run(
+    registry: &Registry,
+    sandbox: &Arc<Sandbox>,
+    req: &ExecRequest,
+) -> Result<ExecResult> {
+    if req.command.trim().is_empty() {
+        return Err(ApiError::bad_request("command must not be empty"));
+    }
+    let argv = vec!["/bin/sh".to_string(), "-c".to_string(), req.command.clone()];
+    run_argv(
+        registry,
+        sandbox,
+        &argv,
+        req.cwd.as_deref(),
+        &req.env,
+        req.timeout_ms,
+    )
+    .await
+}
+
+/// Runs a program with arguments (never through a shell) to completion.
+pub async fn run_argv(
+    registry: &Registry,
+    sandbox: &Arc<Sandbox>,
+    argv: &[String],
+    cwd: Option<&str>,
+    env: &BTreeMap<String, String>,
+    timeout_ms: u64,
+) -> Result<ExecResult> {
+    let timeout = check_timeout(timeout_ms)?;
+    let _shared = sandbox.gate.read().await;
+    let started = Instant::now();
+    let mut child = spawn(registry, sandbox, argv, cwd, env).await?;
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let out_task = tokio::spawn(capture(stdout));
+    let err_task = tokio::spawn(capture(stderr));
+    let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
+        Ok(status) => (status.ok(), false),
+        Err(_) => {
+            kill_group(&child);
+            (child.wait().await.ok(), true)
+        }
+    };
+    // A background grandchild may hold the pipes open; do not wait for it forever.
+    let grace = Duration::from_secs(2);
+    let out = tokio::time::timeout(grace, out_task)
+        .await
+        .ok()
+        .and_then(Result::ok);
+    let err = tokio::time::timeout(grace, err_task)
+        .await
+        .ok()
+        .and_then(Result::ok);
+    let out = out.unwrap_or_else(|| HeadTail::new(EXEC_OUTPUT_CAP));
+    let err = err.unwrap_or_else(|| HeadTail::new(EXEC_OUTPUT_CAP));
+    let truncated = out.truncated() || err.truncated();
+    Ok(ExecResult {
+        stdout: out.finish(),
+        stderr: err.finish(),
+        exit_code: status.and_then(|s| s.code()),
+        duration_ms: started.elapsed().as_millis() as u64,
+        truncated,
+        timed_out,
+    })
+}
+
+async fn capture(stream: Option<impl AsyncRead + Unpin>) -> HeadTail {
+    let mut buf = HeadTail::new(EXEC_OUTPUT_CAP);
+    if let Some(mut stream) = stream {
+        let mut chunk = vec![0u8; 16 * 1024];
+        while let Ok(n) = stream.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            buf.push(&chunk[..n]);
+        }
+    }
+    buf
+}
+
+/// Runs a command and sends its output as events while it runs; the last event is `Exit`.
+pub async fn stream(
+    registry: Arc<Registry>,
+    sandbox: Arc<Sandbox>,
+    req: ExecRequest,
+) -> Result<mpsc::Receiver<ExecEvent>> {
+    let timeout = check_timeout(req.timeout_ms)?;
+    if req.command.trim().is_empty() {
+        return Err(ApiError::bad_request("command must not be empty"));
+    }
+    let argv = vec!["/bin/sh".to_string(), "-c".to_string(), req.command.clone()];
+    let gate = sandbox.gate.clone().read_owned().await;
+    let started = Instant::now();
+    let mut child = spawn(&registry, &sandbox, &argv, req.cwd.as_deref(), &req.env).await?;
+    let (tx, rx) = mpsc::channel(64);
+    let forward = |stream: Option<Box<dyn AsyncRead + Unpin + Send>>,
+                   is_err: bool,
+                   tx: mpsc::Sender<ExecEvent>| async move {
+        let Some(mut stream) = stream else { return };
+        let mut chunk = vec![0u8; 8 * 1024];
+        while let Ok(n) = stream.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            let data = String::from_utf8_lossy(&chunk[..n]).into_owned();
+            let event = if is_err {
+                ExecEvent::Stderr { data }
+            } else {
+                ExecEvent::Stdout { data }
+            };
+            if tx.send(event).await.is_err() {
+                break;
+            }
+        }
+    };
+    let out = child
+        .stdout
+        .take()
+        .map(|s| Box::new(s) as Box<dyn AsyncRead + Unpin + Send>);
+    let err = child
+        .stderr
+        .take()
+        .map(|s| Box::new(s) as Box<dyn AsyncRead + Unpin + Send>);
+    let out_task = tokio::spawn(forward(out, false, tx.clone()));
+    let err_task = tokio::spawn(forward(err, true, tx.clone()));
+    tokio::spawn(async move {
+        let _gate = gate;
+        let (status, timed_out) = tokio::select! {
+            status = child.wait() => (status.ok(), false),
+            _ = tokio::time::sleep(timeout) => {
+                kill_group(&child);
+                (child.wait().await.ok(), true)
+            }
+            _ = tx.closed() => {
+                // The client went away: stop the command rather than leave it running.
+                kill_group(&child);
+                (child.wait().await.ok(), false)
+            }
+        };
+        let grace = Duration::from_secs(2);
+        let _ = tokio::time::timeout(grace, out_task).await;
+        let _ = tokio::time::timeout(grace, err_task).await;
+        let _ = tx
+            .send(ExecEvent::Exit {
+                exit_code: status.and_then(|s| s.code()),
+                duration_ms: started.elapsed().as_millis() as u64,
+                timed_out,
+            })
+            .await;
+    });
+    Ok(rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_and_tail_are_kept_with_a_marker() {
+        let mut h = HeadTail::new(10);
+        h.push(b"0123456789abcdefghij");
+        assert!(h.truncated());
+        let text = h.finish();
+        assert!(text.starts_with("01234"), "{text}");
+        assert!(text.ends_with("fghij"), "{text}");
+        assert!(text.contains("10 bytes omitted"), "{text}");
+        let mut small = HeadTail::new(10);
+        small.push(b"abc");
+        small.push(b"def");
+        assert!(!small.truncated());
+        assert_eq!(small.finish(), "abcdef");
+    }
+}

@@ -1,0 +1,182 @@
+//! handoff-sandboxd: the sandbox daemon. Parses its configuration, finds out what isolation the
+//! host gives, adopts existing sandboxes and serves the `/v1` API.
+//!
+//! Invariant: it knows nothing about MCP, users or accounts — only sandboxes, identified by ids
+//! the Worker chooses and authenticated by tokens the Worker mints.
+
+mod auth;
+mod egress;
+mod error;
+mod exec;
+mod files;
+mod git;
+mod netns;
+mod ports;
+mod processes;
+mod routes;
+mod sandbox;
+mod snapshot;
+
+use handoff_wire::Limits;
+use sandbox::cgroup::Cgroups;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+const USAGE: &str = "\
+usage: handoff-sandboxd [--listen ADDR] [--root DIR] [--isolation auto|namespaces|none]
+                        [--memory-mb N] [--pids N] [--cpu-millis N]
+
+  --listen      address to serve the API on (default 127.0.0.1:3000)
+  --root        directory that holds the sandboxes (default ./sandboxes)
+  --isolation   auto (default): namespaces when bubblewrap works, else none, said loudly;
+                namespaces: refuse to start without them; none: plain directories
+  --memory-mb, --pids, --cpu-millis   per-sandbox limits (defaults 2048, 1024, 2000)
+
+environment:
+  SANDBOX_DAEMON_SECRET   shared with the Worker, at least 32 characters (required)
+";
+
+struct Config {
+    listen: String,
+    root: PathBuf,
+    isolation: String,
+    limits: Limits,
+    secret: String,
+}
+
+fn parse() -> Result<Config, String> {
+    let mut config = Config {
+        listen: "127.0.0.1:3000".into(),
+        root: PathBuf::from("sandboxes"),
+        isolation: "auto".into(),
+        limits: Limits {
+            memory_bytes: Some(2048 * 1024 * 1024),
+            pids: Some(1024),
+            cpu_millis: Some(2000),
+        },
+        secret: std::env::var("SANDBOX_DAEMON_SECRET").unwrap_or_default(),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        if flag == "--help" || flag == "-h" {
+            return Err(USAGE.into());
+        }
+        let value = args
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value\n\n{USAGE}"))?;
+        let number = || {
+            value
+                .parse::<u64>()
+                .map_err(|_| format!("{flag} needs a number, got {value:?}"))
+        };
+        match flag.as_str() {
+            "--listen" => config.listen = value.clone(),
+            "--root" => config.root = PathBuf::from(&value),
+            "--isolation" => config.isolation = value.clone(),
+            "--memory-mb" => config.limits.memory_bytes = Some(number()? * 1024 * 1024),
+            "--pids" => config.limits.pids = Some(number()?),
+            "--cpu-millis" => config.limits.cpu_millis = Some(number()?),
+            _ => return Err(format!("unknown option {flag}\n\n{USAGE}")),
+        }
+    }
+    if config.secret.len() < 32 {
+        return Err("SANDBOX_DAEMON_SECRET must be set to at least 32 characters (the Worker holds the same value)".into());
+    }
+    if !["auto", "namespaces", "none"].contains(&config.isolation.as_str()) {
+        return Err(format!(
+            "--isolation must be auto, namespaces or none\n\n{USAGE}"
+        ));
+    }
+    Ok(config)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("handoff-sandboxd: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), String> {
+    let config = parse()?;
+    std::fs::create_dir_all(&config.root)
+        .map_err(|e| format!("cannot create {}: {e}", config.root.display()))?;
+    let root = config
+        .root
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", config.root.display()))?;
+    let host = match config.isolation.as_str() {
+        "none" => sandbox::isolation::detect(&root, false)
+            .await
+            .map(|mut h| {
+                h.mode = sandbox::isolation::Mode::None;
+                h
+            })?,
+        mode => sandbox::isolation::detect(&root, mode == "namespaces").await?,
+    };
+    let cgroups = Cgroups::detect(config.limits.clone());
+    let registry = sandbox::Registry::open(root.clone(), host, cgroups)
+        .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
+    let isolation = registry.isolation();
+    let verifier = auth::Verifier::new(config.secret.as_bytes())?;
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let address = listener.local_addr().map_err(|e| e.to_string())?;
+    println!(
+        "handoff-sandboxd {} listening on http://{address}\n  sandboxes: {} ({} adopted)\n  isolation: {} — {}\n  network: {}\n  limits: {}",
+        env!("CARGO_PKG_VERSION"),
+        root.display(),
+        registry.count(),
+        isolation.level,
+        isolation.filesystem,
+        isolation.network,
+        describe_limits(&isolation.limits),
+    );
+    for note in &isolation.notes {
+        println!("  WARNING: {note}");
+    }
+    let app = Arc::new(routes::App {
+        registry: Arc::new(registry),
+        verifier,
+    });
+    axum::serve(listener, routes::router(app))
+        .with_graceful_shutdown(shutdown())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn describe_limits(l: &Limits) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = l.memory_bytes {
+        parts.push(format!("memory {} MiB", m / (1024 * 1024)));
+    }
+    if let Some(p) = l.pids {
+        parts.push(format!("{p} processes"));
+    }
+    if let Some(c) = l.cpu_millis {
+        parts.push(format!("{:.1} CPUs", c as f64 / 1000.0));
+    }
+    if parts.is_empty() {
+        "none enforced".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+async fn shutdown() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

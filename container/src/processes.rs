@@ -1,0 +1,232 @@
+//! Background processes of a sandbox: started detached from any request, output written to log
+//! files in the sandbox directory (outside the workspace), listed, read and killed by id.
+
+use crate::error::{ApiError, Result};
+use crate::sandbox::{self, Registry, Sandbox};
+use handoff_wire::{ProcessInfo, ProcessLogs, StartProcess, EXEC_OUTPUT_CAP};
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// At most this many processes are remembered per sandbox (finished ones are forgotten first).
+const MAX_TRACKED: usize = 64;
+
+pub struct Table {
+    logs: PathBuf,
+    next: AtomicU64,
+    entries: Mutex<BTreeMap<u64, Arc<Mutex<Entry>>>>,
+}
+
+struct Entry {
+    info: ProcessInfo,
+    pgid: Option<i32>,
+}
+
+impl Table {
+    pub fn new(logs: PathBuf) -> Table {
+        Table {
+            logs,
+            next: AtomicU64::new(1),
+            entries: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Mutex<Entry>>>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn running_count(&self) -> usize {
+        self.lock()
+            .values()
+            .filter(|e| e.lock().map(|e| e.info.running).unwrap_or(false))
+            .count()
+    }
+
+    pub fn list(&self) -> Vec<ProcessInfo> {
+        self.lock()
+            .values()
+            .filter_map(|e| e.lock().ok().map(|e| e.info.clone()))
+            .collect()
+    }
+
+    fn get(&self, id: u64) -> Result<Arc<Mutex<Entry>>> {
+        self.lock().get(&id).cloned().ok_or_else(|| {
+            ApiError::not_found(format!(
+                "process {id} is not known in this sandbox; list the processes"
+            ))
+        })
+    }
+
+    fn log_paths(&self, id: u64) -> (PathBuf, PathBuf) {
+        (
+            self.logs.join(format!("{id}.out")),
+            self.logs.join(format!("{id}.err")),
+        )
+    }
+
+    /// Kills every process group this table started.
+    pub async fn kill_all(&self) {
+        let groups: Vec<i32> = self
+            .lock()
+            .values()
+            .filter_map(|e| e.lock().ok().and_then(|e| e.pgid))
+            .collect();
+        for pgid in groups {
+            signal(pgid, libc::SIGKILL);
+        }
+    }
+
+    /// Forgets the oldest finished processes beyond `MAX_TRACKED`.
+    fn prune(&self) {
+        let mut entries = self.lock();
+        while entries.len() >= MAX_TRACKED {
+            let finished = entries
+                .iter()
+                .find(|(_, e)| e.lock().map(|e| !e.info.running).unwrap_or(true))
+                .map(|(id, _)| *id);
+            match finished {
+                Some(id) => {
+                    entries.remove(&id);
+                    let (out, err) = self.log_paths(id);
+                    let _ = std::fs::remove_file(out);
+                    let _ = std::fs::remove_file(err);
+                }
+                None => break,
+            }
+        }
+    }
+}
+
+fn signal(pgid: i32, sig: i32) {
+    // SAFETY: pgid leads a group this daemon created with `process_group(0)`.
+    unsafe {
+        libc::killpg(pgid, sig);
+    }
+}
+
+pub async fn start(
+    registry: &Registry,
+    sandbox: &Arc<Sandbox>,
+    req: &StartProcess,
+) -> Result<ProcessInfo> {
+    if req.command.trim().is_empty() {
+        return Err(ApiError::bad_request("command must not be empty"));
+    }
+    let table = &sandbox.processes;
+    table.prune();
+    if table.running_count() >= MAX_TRACKED {
+        return Err(ApiError::conflict(format!(
+            "this sandbox already runs {MAX_TRACKED} background processes; kill some first"
+        )));
+    }
+    let _shared = sandbox.gate.read().await;
+    let cwd = sandbox.resolve_cwd(req.cwd.as_deref())?;
+    let running = registry.ensure_running(sandbox).await?;
+    let id = table.next.fetch_add(1, Ordering::SeqCst);
+    std::fs::create_dir_all(&table.logs)?;
+    let (out_path, err_path) = table.log_paths(id);
+    let argv = vec!["/bin/sh".to_string(), "-c".to_string(), req.command.clone()];
+    let mut cmd = sandbox.command(&running, &argv, &cwd, &req.env)?;
+    cmd.stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path)?)
+        .stderr(std::fs::File::create(&err_path)?)
+        .kill_on_drop(false);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| ApiError::internal(format!("could not start the process: {e}")))?;
+    let info = ProcessInfo {
+        id,
+        command: req.command.clone(),
+        started_at: sandbox::now_ms(),
+        running: true,
+        exit_code: None,
+    };
+    let entry = Arc::new(Mutex::new(Entry {
+        info: info.clone(),
+        pgid: child.id().map(|p| p as i32),
+    }));
+    table.lock().insert(id, entry.clone());
+    tokio::spawn(async move {
+        let status = child.wait().await.ok();
+        if let Ok(mut e) = entry.lock() {
+            e.info.running = false;
+            e.info.exit_code = status.and_then(|s| s.code());
+        }
+    });
+    Ok(info)
+}
+
+pub fn logs(sandbox: &Sandbox, id: u64) -> Result<ProcessLogs> {
+    sandbox.processes.get(id)?;
+    let (out, err) = sandbox.processes.log_paths(id);
+    let (stdout, t1) = tail(&out)?;
+    let (stderr, t2) = tail(&err)?;
+    Ok(ProcessLogs {
+        stdout,
+        stderr,
+        truncated: t1 || t2,
+    })
+}
+
+/// A log file, or its first and last `EXEC_OUTPUT_CAP / 2` bytes when it is longer.
+fn tail(path: &PathBuf) -> Result<(String, bool)> {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Ok((String::new(), false));
+    };
+    let len = file.metadata()?.len();
+    let cap = EXEC_OUTPUT_CAP as u64;
+    if len <= cap {
+        let mut all = Vec::new();
+        file.read_to_end(&mut all)?;
+        return Ok((String::from_utf8_lossy(&all).into_owned(), false));
+    }
+    let half = cap / 2;
+    let mut head = vec![0u8; half as usize];
+    file.read_exact(&mut head)?;
+    file.seek(SeekFrom::End(-(half as i64)))?;
+    let mut end = Vec::new();
+    file.read_to_end(&mut end)?;
+    let text = format!(
+        "{}\n[… {} bytes omitted …]\n{}",
+        String::from_utf8_lossy(&head),
+        len - 2 * half,
+        String::from_utf8_lossy(&end)
+    );
+    Ok((text, true))
+}
+
+/// SIGTERM to the process group, SIGKILL two seconds later if it is still running.
+pub async fn kill(sandbox: &Sandbox, id: u64) -> Result<ProcessInfo> {
+    let entry = sandbox.processes.get(id)?;
+    let (pgid, running) = {
+        let e = entry
+            .lock()
+            .map_err(|_| ApiError::internal("process table poisoned"))?;
+        (e.pgid, e.info.running)
+    };
+    if let (Some(pgid), true) = (pgid, running) {
+        signal(pgid, libc::SIGTERM);
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if !entry.lock().map(|e| e.info.running).unwrap_or(false) {
+                break;
+            }
+        }
+        signal(pgid, libc::SIGKILL);
+        for _ in 0..20 {
+            if !entry.lock().map(|e| e.info.running).unwrap_or(false) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let info = entry
+        .lock()
+        .map(|e| e.info.clone())
+        .map_err(|_| ApiError::internal("process table poisoned"))?;
+    Ok(info)
+}

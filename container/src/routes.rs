@@ -1,0 +1,511 @@
+//! The daemon's HTTP API (`/v1`, documented in `handoff-wire`), built in one place. Handlers are
+//! thin: authenticate, decode, call the domain module, encode.
+
+use crate::auth::Verifier;
+use crate::error::{ApiError, Result};
+use crate::sandbox::{Registry, Sandbox};
+use crate::{exec, files, git, ports, processes, snapshot};
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{header, HeaderMap, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post, put};
+use axum::{Json, Router};
+use futures::StreamExt;
+use handoff_wire::{
+    EgressLog, Encoding, ExecRequest, GitCheckout, GitClone, Health, PortList, ProcessList,
+    SandboxSpec, StartProcess, Verdict, WRITE_CAP,
+};
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+
+pub struct App {
+    pub registry: Arc<Registry>,
+    pub verifier: Verifier,
+}
+
+type AppState = State<Arc<App>>;
+type Params = Query<HashMap<String, String>>;
+
+pub fn router(app: Arc<App>) -> Router {
+    let sandbox = "/v1/sandboxes/{id}";
+    Router::new()
+        .route("/v1/health", get(health))
+        .route(
+            sandbox,
+            put(put_sandbox).get(get_sandbox).delete(delete_sandbox),
+        )
+        .route(&format!("{sandbox}/stop"), post(stop))
+        .route(
+            &format!("{sandbox}/snapshot"),
+            get(get_snapshot)
+                .put(put_snapshot)
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route(&format!("{sandbox}/exec"), post(exec_run))
+        .route(&format!("{sandbox}/exec/stream"), post(exec_stream))
+        .route(
+            &format!("{sandbox}/processes"),
+            post(start_process).get(list_processes),
+        )
+        .route(
+            &format!("{sandbox}/processes/{{pid}}/logs"),
+            get(process_logs),
+        )
+        .route(
+            &format!("{sandbox}/processes/{{pid}}"),
+            axum::routing::delete(kill_process),
+        )
+        .route(
+            &format!("{sandbox}/files"),
+            get(read_file)
+                .put(write_file)
+                .delete(delete_file)
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route(&format!("{sandbox}/files/list"), get(list_files))
+        .route(&format!("{sandbox}/files/mkdir"), post(mkdir))
+        .route(&format!("{sandbox}/files/zip"), get(zip_dir))
+        .route(&format!("{sandbox}/git/clone"), post(git_clone))
+        .route(&format!("{sandbox}/git/checkout"), post(git_checkout))
+        .route(&format!("{sandbox}/ports"), get(list_ports))
+        .route(
+            &format!("{sandbox}/ports/{{port}}/http"),
+            any(preview_root).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            &format!("{sandbox}/ports/{{port}}/http/"),
+            any(preview_root).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            &format!("{sandbox}/ports/{{port}}/http/{{*path}}"),
+            any(preview).layer(DefaultBodyLimit::disable()),
+        )
+        .route(&format!("{sandbox}/egress"), get(egress_log))
+        .fallback(|| async { ApiError::not_found("no such route in the sandbox daemon API (v1)") })
+        .with_state(app)
+}
+
+/// Checks the token for `id` and returns the sandbox.
+fn authorize(app: &App, headers: &HeaderMap, id: &str) -> Result<Arc<Sandbox>> {
+    authorize_token(app, headers, id)?;
+    app.registry.get(id)
+}
+
+fn authorize_token(app: &App, headers: &HeaderMap, id: &str) -> Result<()> {
+    let header = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    app.verifier.check(header, id)
+}
+
+fn decode<T: DeserializeOwned>(body: &Bytes) -> Result<T> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
+}
+
+fn param<'a>(params: &'a HashMap<String, String>, name: &str) -> Result<&'a str> {
+    params
+        .get(name)
+        .map(String::as_str)
+        .ok_or_else(|| ApiError::bad_request(format!("query parameter {name} is required")))
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| ApiError::internal("worker thread failed"))?
+}
+
+async fn health(State(app): AppState) -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        isolation: app.registry.isolation(),
+    })
+}
+
+async fn put_sandbox(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<impl IntoResponse> {
+    authorize_token(&app, &headers, &id)?;
+    let spec: SandboxSpec = if body.is_empty() {
+        SandboxSpec::default()
+    } else {
+        decode(&body)?
+    };
+    let sandbox = app.registry.put(&id, spec)?;
+    Ok(Json(sandbox.state().await))
+}
+
+async fn get_sandbox(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    Ok(Json(sandbox.state().await))
+}
+
+async fn delete_sandbox(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<StatusCode> {
+    authorize(&app, &headers, &id)?;
+    app.registry.delete(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn stop(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    sandbox.stop().await;
+    Ok(Json(sandbox.state().await))
+}
+
+async fn get_snapshot(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let _shared = sandbox.gate.read().await;
+    let exported = sandbox.clone();
+    let (path, size) = blocking(move || snapshot::export(&exported)).await?;
+    let file = tokio::fs::File::open(&path).await?;
+    let stream = tokio_util::io::ReaderStream::new(file);
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/gzip".to_string()),
+            (header::CONTENT_LENGTH, size.to_string()),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+async fn put_snapshot(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let path = snapshot::incoming_path(&sandbox);
+    let mut file = tokio::fs::File::create(&path).await?;
+    let mut stream = body.into_data_stream();
+    let mut size = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|e| ApiError::bad_request(format!("reading the snapshot: {e}")))?;
+        size += chunk.len() as u64;
+        if size > snapshot::SNAPSHOT_CAP {
+            return Err(ApiError::too_large("the snapshot exceeds the size limit"));
+        }
+        file.write_all(&chunk).await?;
+    }
+    file.flush().await?;
+    drop(file);
+    // Nothing may run while the workspace is swapped.
+    let _exclusive = sandbox.gate.write().await;
+    sandbox.halt().await;
+    let restoring = sandbox.clone();
+    blocking(move || snapshot::restore(&restoring, &path)).await?;
+    drop(_exclusive);
+    Ok(Json(sandbox.state().await))
+}
+
+async fn exec_run(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let req: ExecRequest = decode(&body)?;
+    Ok(Json(exec::run(&app.registry, &sandbox, &req).await?))
+}
+
+async fn exec_stream(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let req: ExecRequest = decode(&body)?;
+    let rx = exec::stream(app.registry.clone(), sandbox, req).await?;
+    let lines = futures::stream::unfold(rx, |mut rx| async move {
+        let event = rx.recv().await?;
+        let mut line = serde_json::to_vec(&event).unwrap_or_default();
+        line.push(b'\n');
+        Some((Ok::<_, std::convert::Infallible>(Bytes::from(line)), rx))
+    });
+    Ok((
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(lines),
+    )
+        .into_response())
+}
+
+async fn start_process(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let req: StartProcess = decode(&body)?;
+    Ok(Json(processes::start(&app.registry, &sandbox, &req).await?))
+}
+
+async fn list_processes(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    Ok(Json(ProcessList {
+        processes: sandbox.processes.list(),
+    }))
+}
+
+async fn process_logs(
+    State(app): AppState,
+    Path((id, pid)): Path<(String, u64)>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    Ok(Json(processes::logs(&sandbox, pid)?))
+}
+
+async fn kill_process(
+    State(app): AppState,
+    Path((id, pid)): Path<(String, u64)>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    Ok(Json(processes::kill(&sandbox, pid).await?))
+}
+
+fn encoding(params: &HashMap<String, String>) -> Result<Encoding> {
+    match params.get("encoding").map(String::as_str) {
+        None | Some("text") | Some("utf-8") | Some("utf8") => Ok(Encoding::Text),
+        Some("base64") => Ok(Encoding::Base64),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "encoding {other:?} is not supported: use text or base64"
+        ))),
+    }
+}
+
+async fn read_file(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(params): Params,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let resolved = files::resolve(param(&params, "path")?)?;
+    let encoding = encoding(&params)?;
+    let _shared = sandbox.gate.read().await;
+    let home = sandbox.home.clone();
+    Ok(Json(
+        blocking(move || files::read(&home, &resolved, encoding)).await?,
+    ))
+}
+
+async fn write_file(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(params): Params,
+    body: Body,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let resolved = files::resolve(param(&params, "path")?)?;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(size) = declared.filter(|&s| s > WRITE_CAP) {
+        return Err(files::write_too_large(size));
+    }
+    let mut bytes = Vec::new();
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the body: {e}")))?;
+        if (bytes.len() + chunk.len()) as u64 > WRITE_CAP {
+            return Err(files::write_too_large((bytes.len() + chunk.len()) as u64));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    let _shared = sandbox.gate.read().await;
+    let home = sandbox.home.clone();
+    Ok(Json(
+        blocking(move || files::write(&home, &resolved, &bytes)).await?,
+    ))
+}
+
+async fn delete_file(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(params): Params,
+) -> Result<StatusCode> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let resolved = files::resolve(param(&params, "path")?)?;
+    let recursive = params
+        .get("recursive")
+        .is_some_and(|v| v == "true" || v == "1");
+    let _shared = sandbox.gate.read().await;
+    let home = sandbox.home.clone();
+    blocking(move || files::delete(&home, &resolved, recursive)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn list_files(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(params): Params,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let resolved = files::resolve(params.get("path").map(String::as_str).unwrap_or(""))?;
+    let _shared = sandbox.gate.read().await;
+    let home = sandbox.home.clone();
+    Ok(Json(blocking(move || files::list(&home, &resolved)).await?))
+}
+
+async fn mkdir(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(params): Params,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let resolved = files::resolve(param(&params, "path")?)?;
+    let _shared = sandbox.gate.read().await;
+    let home = sandbox.home.clone();
+    Ok(Json(
+        blocking(move || files::mkdir(&home, &resolved)).await?,
+    ))
+}
+
+async fn zip_dir(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(params): Params,
+) -> Result<Response> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let resolved = files::resolve(params.get("path").map(String::as_str).unwrap_or(""))?;
+    let _shared = sandbox.gate.read().await;
+    let home = sandbox.home.clone();
+    let bytes = blocking(move || files::zip_dir(&home, &resolved)).await?;
+    Ok(([(header::CONTENT_TYPE, "application/zip")], bytes).into_response())
+}
+
+async fn git_clone(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let req: GitClone = decode(&body)?;
+    Ok(Json(git::clone(&app.registry, &sandbox, &req).await?))
+}
+
+async fn git_checkout(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let req: GitCheckout = decode(&body)?;
+    Ok(Json(git::checkout(&app.registry, &sandbox, &req).await?))
+}
+
+async fn list_ports(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    Ok(Json(PortList {
+        ports: ports::list(&app.registry, &sandbox).await?,
+    }))
+}
+
+async fn preview_root(
+    State(app): AppState,
+    Path((id, port)): Path<(String, u16)>,
+    req: Request<Body>,
+) -> Result<Response> {
+    forward(app, id, port, String::new(), req).await
+}
+
+async fn preview(
+    State(app): AppState,
+    Path((id, port, path)): Path<(String, u16, String)>,
+    req: Request<Body>,
+) -> Result<Response> {
+    forward(app, id, port, path, req).await
+}
+
+async fn forward(
+    app: Arc<App>,
+    id: String,
+    port: u16,
+    path: String,
+    req: Request<Body>,
+) -> Result<Response> {
+    let sandbox = authorize(&app, req.headers(), &id)?;
+    let query = req
+        .uri()
+        .query()
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
+    let target = format!("/{path}{query}");
+    ports::proxy(&app.registry, &sandbox, port, &target, req).await
+}
+
+async fn egress_log(
+    State(app): AppState,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(params): Params,
+) -> Result<impl IntoResponse> {
+    let sandbox = authorize(&app, &headers, &id)?;
+    let limit = match params.get("limit") {
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| ApiError::bad_request("limit must be between 1 and 1000"))?,
+        None => 100,
+    };
+    let verdict = match params.get("verdict").map(String::as_str) {
+        None => None,
+        Some("allowed") => Some(Verdict::Allowed),
+        Some("blocked") => Some(Verdict::Blocked),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "verdict {other:?} is not allowed or blocked"
+            )))
+        }
+    };
+    Ok(Json(EgressLog {
+        entries: sandbox.egress.read(limit, verdict),
+    }))
+}

@@ -1,0 +1,266 @@
+//! How sandbox processes are isolated from the host and from each other.
+//!
+//! With namespaces (bubblewrap + nsenter): each running sandbox has one long-lived init
+//! process started by `bwrap --unshare-all` (own mount, pid, network, ipc, uts and user
+//! namespaces; host `/usr` and a few `/etc` files read-only; the workspace read-write at
+//! `/home/sandbox`; nothing else of the host). Every command enters that init's namespaces
+//! with `nsenter`, so all of a sandbox's processes share one file system view, process table
+//! and network (loopback only), and no two sandboxes share any. Without namespaces, commands
+//! run as plain host processes in the sandbox directory, and the daemon says so.
+
+use handoff_wire::{Isolation, Limits, WORKSPACE};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
+
+/// Files of the host's /etc a sandbox may read (name resolution, CA certificates, locale,
+/// Debian's alternatives); everything else of /etc stays hidden.
+const ETC_ENTRIES: [&str; 12] = [
+    "alternatives",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "nsswitch.conf",
+    "protocols",
+    "services",
+    "gitconfig",
+];
+
+pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+/// The loopback port inside each sandbox where the egress proxy listens.
+pub const PROXY_PORT: u16 = 3128;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Namespaces,
+    None,
+}
+
+/// What this host can do, found out once at start.
+#[derive(Debug, Clone)]
+pub struct HostIsolation {
+    pub mode: Mode,
+    pub report: Isolation,
+}
+
+/// Probes bubblewrap and nsenter by starting a throwaway sandbox. `require` makes a missing
+/// capability an error instead of a fallback.
+pub async fn detect(scratch: &Path, require: bool) -> Result<HostIsolation, String> {
+    let probe_home = scratch.join(format!("probe-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&probe_home);
+    let works = match start_init(&probe_home, &etc_files(), None).await {
+        Ok(mut init) => {
+            let entered = Command::new("nsenter")
+                .args(nsenter_args(init.pid))
+                .args(["/bin/sh", "-c", "test -d /home/sandbox && ! test -e /root"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .await
+                .map(|s| s.success())
+                .unwrap_or(false);
+            init.kill().await;
+            entered
+        }
+        Err(_) => false,
+    };
+    let _ = std::fs::remove_dir_all(&probe_home);
+    if works {
+        Ok(HostIsolation {
+            mode: Mode::Namespaces,
+            report: Isolation {
+                level: "namespaces".into(),
+                filesystem: "host /usr and selected /etc files read-only, the workspace \
+                             read-write at /home/sandbox, a private /tmp; nothing else of the host"
+                    .into(),
+                network: "proxy-only".into(),
+                limits: Limits::default(),
+                notes: Vec::new(),
+            },
+        })
+    } else if require {
+        Err(
+            "namespace isolation was required but bubblewrap/nsenter do not work here \
+             (install the bubblewrap package and run as root)"
+                .into(),
+        )
+    } else {
+        Ok(HostIsolation {
+            mode: Mode::None,
+            report: Isolation {
+                level: "none".into(),
+                filesystem: "processes run on the host as the daemon's user, in the sandbox \
+                             directory; the host file system is NOT hidden"
+                    .into(),
+                network: "host".into(),
+                limits: Limits::default(),
+                notes: vec![
+                    "bubblewrap namespaces are unavailable on this host: sandboxes are separate \
+                     directories only, with unrestricted network"
+                        .into(),
+                ],
+            },
+        })
+    }
+}
+
+/// The /etc entries that exist on this host.
+pub fn etc_files() -> Vec<PathBuf> {
+    ETC_ENTRIES
+        .iter()
+        .map(|e| Path::new("/etc").join(e))
+        .filter(|p| p.exists())
+        .collect()
+}
+
+/// A running sandbox init: the bwrap process and the pid whose namespaces commands enter.
+pub struct Init {
+    child: Child,
+    pub pid: u32,
+}
+
+impl Init {
+    pub async fn kill(&mut self) {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: the group was created for this child by `process_group(0)`.
+            unsafe {
+                libc::killpg(pid as i32, libc::SIGKILL);
+            }
+        }
+        let _ = self.child.kill().await;
+        let _ = self.child.wait().await;
+    }
+
+    /// Whether the init is still there.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// Starts the init of a sandbox whose workspace is `home`. `join` puts it in a cgroup first.
+pub async fn start_init(
+    home: &Path,
+    etc: &[PathBuf],
+    join: Option<super::cgroup::SandboxCgroup>,
+) -> std::io::Result<Init> {
+    let mut cmd = Command::new("bwrap");
+    cmd.args([
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--symlink",
+        "usr/lib64",
+        "/lib64",
+        "--symlink",
+        "usr/bin",
+        "/bin",
+        "--symlink",
+        "usr/sbin",
+        "/sbin",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--dir",
+        "/etc",
+        "--hostname",
+        "sandbox",
+    ]);
+    for entry in etc {
+        cmd.arg("--ro-bind").arg(entry).arg(entry);
+    }
+    cmd.arg("--bind")
+        .arg(home)
+        .arg(WORKSPACE)
+        .args(["--chdir", WORKSPACE, "--", "/usr/bin/sleep", "infinity"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    if let Some(group) = join {
+        // SAFETY: `join_current_process` only makes async-signal-safe system calls.
+        unsafe {
+            cmd.pre_exec(move || {
+                group.join_current_process();
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd.spawn()?;
+    let outer = child
+        .id()
+        .ok_or_else(|| std::io::Error::other("bwrap exited at once"))?;
+    // bwrap (outer) -> bwrap (pid 1 of the sandbox) -> sleep: the sleep exists only once the
+    // namespaces and mounts are set up, and it is the process commands enter.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(pid) = child_of(outer).and_then(child_of) {
+            return Ok(Init { child, pid });
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut err = String::new();
+            if let Some(mut stderr) = child.stderr.take() {
+                use tokio::io::AsyncReadExt;
+                let _ = stderr.read_to_string(&mut err).await;
+            }
+            return Err(std::io::Error::other(format!(
+                "bwrap exited ({status}): {}",
+                err.trim()
+            )));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill().await;
+            return Err(std::io::Error::other(
+                "the sandbox did not start within 10 s",
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// The first child of `pid`, from `/proc/<pid>/task/<pid>/children`.
+fn child_of(pid: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// `nsenter` arguments that enter every namespace of `pid`, its root and its working directory.
+pub fn nsenter_args(pid: u32) -> Vec<String> {
+    vec![
+        "--target".into(),
+        pid.to_string(),
+        "--mount".into(),
+        "--net".into(),
+        "--pid".into(),
+        "--uts".into(),
+        "--ipc".into(),
+        "--user".into(),
+        "--preserve-credentials".into(),
+        "--root".into(),
+        "--wd".into(),
+        "--".into(),
+    ]
+}
+
+/// A shell prelude that changes to `$1` and runs the rest of the arguments, so neither the
+/// directory nor the program ever becomes shell code.
+pub const CD_AND_EXEC: &str = "cd -- \"$1\" || exit 126; shift; exec \"$@\"";

@@ -1,0 +1,435 @@
+//! Sandboxes: a directory each (`<root>/<id>/home` is the workspace), a persisted spec, and —
+//! while running — an isolated init, a cgroup and an egress proxy. The registry adopts the
+//! directories it finds at start, so a daemon restart keeps every sandbox's files; processes
+//! start again on the next command.
+
+pub mod cgroup;
+pub mod isolation;
+
+use crate::egress;
+use crate::error::{ApiError, Result};
+use crate::files::{self, Resolved};
+use crate::netns;
+use crate::processes;
+use cgroup::{Cgroups, SandboxCgroup};
+use handoff_wire::{Isolation, SandboxSpec, SandboxState, SandboxStatus, WORKSPACE};
+use isolation::{HostIsolation, Init, Mode, CD_AND_EXEC, PROXY_PORT, SANDBOX_PATH};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio::process::Command;
+use tokio::sync::{Mutex as AsyncMutex, RwLock};
+
+const META_FILE: &str = "sandbox.json";
+
+pub struct Registry {
+    root: PathBuf,
+    host: HostIsolation,
+    cgroups: Option<Cgroups>,
+    etc: Vec<PathBuf>,
+    sandboxes: Mutex<HashMap<String, Arc<Sandbox>>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Meta {
+    created_at: i64,
+    spec: SandboxSpec,
+}
+
+pub struct Sandbox {
+    pub id: String,
+    dir: PathBuf,
+    pub home: PathBuf,
+    mode: Mode,
+    meta: Mutex<Meta>,
+    runtime: AsyncMutex<Option<Runtime>>,
+    /// Shared by commands and file operations; exclusive for stop, restore and delete.
+    pub gate: Arc<RwLock<()>>,
+    pub processes: processes::Table,
+    pub egress: egress::Log,
+    isolation: Isolation,
+}
+
+struct Runtime {
+    init: Option<Init>,
+    cgroup: Option<SandboxCgroup>,
+    proxy: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// What a command needs to run inside a started sandbox.
+#[derive(Clone)]
+pub struct Running {
+    /// The pid whose namespaces commands enter (`None` without namespaces).
+    pub pid: Option<u32>,
+    cgroup: Option<SandboxCgroup>,
+}
+
+impl Registry {
+    pub fn open(
+        root: PathBuf,
+        host: HostIsolation,
+        cgroups: Option<Cgroups>,
+    ) -> std::io::Result<Registry> {
+        std::fs::create_dir_all(&root)?;
+        let registry = Registry {
+            root,
+            host,
+            cgroups,
+            etc: isolation::etc_files(),
+            sandboxes: Mutex::new(HashMap::new()),
+        };
+        for entry in std::fs::read_dir(&registry.root)?.flatten() {
+            let id = entry.file_name().to_string_lossy().into_owned();
+            if !valid_id(&id) {
+                continue;
+            }
+            let meta = std::fs::read_to_string(entry.path().join(META_FILE))
+                .ok()
+                .and_then(|text| serde_json::from_str::<Meta>(&text).ok());
+            if let Some(meta) = meta {
+                let sandbox = registry.make(&id, meta);
+                registry.lock().insert(id, sandbox);
+            }
+        }
+        Ok(registry)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Sandbox>>> {
+        self.sandboxes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn isolation(&self) -> Isolation {
+        let mut report = self.host.report.clone();
+        if let Some(c) = &self.cgroups {
+            report.limits = c.enforced().clone();
+        } else {
+            report.notes.push(
+                "no writable cgroup hierarchy: memory, process and CPU limits are not enforced"
+                    .into(),
+            );
+        }
+        report
+    }
+
+    pub fn count(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn make(&self, id: &str, meta: Meta) -> Arc<Sandbox> {
+        let dir = self.root.join(id);
+        Arc::new(Sandbox {
+            id: id.to_string(),
+            home: dir.join("home"),
+            egress: egress::Log::open(dir.join("egress.jsonl")),
+            processes: processes::Table::new(dir.join("logs")),
+            dir,
+            mode: self.host.mode,
+            meta: Mutex::new(meta),
+            runtime: AsyncMutex::new(None),
+            gate: Arc::new(RwLock::new(())),
+            isolation: self.isolation(),
+        })
+    }
+
+    pub fn get(&self, id: &str) -> Result<Arc<Sandbox>> {
+        self.lock().get(id).cloned().ok_or_else(|| {
+            ApiError::not_found(format!("sandbox {id} does not exist on this daemon"))
+        })
+    }
+
+    /// Creates the sandbox or replaces its spec.
+    pub fn put(&self, id: &str, spec: SandboxSpec) -> Result<Arc<Sandbox>> {
+        check_id(id)?;
+        check_spec(&spec)?;
+        if let Ok(existing) = self.get(id) {
+            existing.set_spec(spec)?;
+            return Ok(existing);
+        }
+        let meta = Meta {
+            created_at: now_ms(),
+            spec,
+        };
+        let dir = self.root.join(id);
+        std::fs::create_dir_all(dir.join("home"))?;
+        std::fs::write(
+            dir.join(META_FILE),
+            serde_json::to_vec(&meta).map_err(json_error)?,
+        )?;
+        let sandbox = self.make(id, meta);
+        let mut map = self.lock();
+        Ok(map.entry(id.to_string()).or_insert(sandbox).clone())
+    }
+
+    pub async fn delete(&self, id: &str) -> Result<()> {
+        let sandbox = self.get(id)?;
+        let _exclusive = sandbox.gate.write().await;
+        sandbox.halt().await;
+        self.lock().remove(id);
+        if let Some(c) = &self.cgroups {
+            if let Ok(group) = c.create(id) {
+                group.remove();
+            }
+        }
+        tokio::fs::remove_dir_all(&sandbox.dir).await?;
+        Ok(())
+    }
+
+    /// Starts the sandbox's init, cgroup and egress proxy if they are not running.
+    pub async fn ensure_running(&self, sandbox: &Arc<Sandbox>) -> Result<Running> {
+        let mut runtime = sandbox.runtime.lock().await;
+        if let Some(rt) = runtime.as_mut() {
+            let alive = rt.init.as_mut().is_none_or(Init::alive);
+            if alive {
+                return Ok(Running {
+                    pid: rt.init.as_ref().map(|i| i.pid),
+                    cgroup: rt.cgroup.clone(),
+                });
+            }
+            stop_runtime(runtime.take()).await;
+        }
+        let cgroup = match &self.cgroups {
+            Some(c) => Some(c.create(&sandbox.id)?),
+            None => None,
+        };
+        let (init, proxy) = match sandbox.mode {
+            Mode::Namespaces => {
+                let init = isolation::start_init(&sandbox.home, &self.etc, cgroup.clone())
+                    .await
+                    .map_err(|e| {
+                        ApiError::unavailable(format!("could not start the sandbox: {e}"))
+                    })?;
+                let listener = netns::listen(Some(init.pid), PROXY_PORT)
+                    .map_err(|e| ApiError::internal(format!("egress proxy: {e}")))?;
+                let proxy = egress::spawn(sandbox.clone(), listener)?;
+                (Some(init), Some(proxy))
+            }
+            Mode::None => (None, None),
+        };
+        let running = Running {
+            pid: init.as_ref().map(|i| i.pid),
+            cgroup: cgroup.clone(),
+        };
+        *runtime = Some(Runtime {
+            init,
+            cgroup,
+            proxy,
+        });
+        Ok(running)
+    }
+}
+
+impl Sandbox {
+    pub fn spec(&self) -> SandboxSpec {
+        self.meta
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .spec
+            .clone()
+    }
+
+    fn set_spec(&self, spec: SandboxSpec) -> Result<()> {
+        let mut meta = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        meta.spec = spec;
+        std::fs::write(
+            self.dir.join(META_FILE),
+            serde_json::to_vec(&*meta).map_err(json_error)?,
+        )?;
+        Ok(())
+    }
+
+    pub async fn state(&self) -> SandboxState {
+        let running = self.runtime.lock().await.is_some();
+        let meta = self.meta.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        SandboxState {
+            id: self.id.clone(),
+            status: if running {
+                SandboxStatus::Running
+            } else {
+                SandboxStatus::Stopped
+            },
+            created_at: meta.created_at,
+            workspace: self.workspace_display(),
+            isolation: self.isolation.clone(),
+            spec: meta.spec,
+            processes: self.processes.running_count(),
+        }
+    }
+
+    /// Where the workspace is, as the sandbox's processes see it.
+    pub fn workspace_display(&self) -> String {
+        match self.mode {
+            Mode::Namespaces => WORKSPACE.to_string(),
+            Mode::None => self.home.display().to_string(),
+        }
+    }
+
+    /// Stops every process and the init; files stay.
+    pub async fn stop(&self) {
+        let _exclusive = self.gate.write().await;
+        self.halt().await;
+    }
+
+    /// Stops processes and the init; the caller holds the gate exclusively.
+    pub async fn halt(&self) {
+        self.processes.kill_all().await;
+        let runtime = self.runtime.lock().await.take();
+        stop_runtime(runtime).await;
+    }
+
+    /// A command that runs `argv` in `cwd` (a path inside the workspace) within the sandbox,
+    /// with the sandbox's environment plus `env`, in its own process group and cgroup.
+    pub fn command(
+        &self,
+        running: &Running,
+        argv: &[String],
+        cwd: &Resolved,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Command> {
+        check_env(env)?;
+        let mut cmd = match (self.mode, running.pid) {
+            (Mode::Namespaces, Some(pid)) => {
+                let mut c = Command::new("nsenter");
+                c.args(isolation::nsenter_args(pid)).arg("/bin/sh");
+                c
+            }
+            _ => Command::new("/bin/sh"),
+        };
+        cmd.arg("-c")
+            .arg(CD_AND_EXEC)
+            .arg("sh")
+            .arg(self.path_inside(cwd))
+            .args(argv)
+            .env_clear()
+            .envs(self.base_env())
+            .envs(self.spec().env)
+            .envs(env)
+            .kill_on_drop(true)
+            .process_group(0);
+        if let Some(group) = running.cgroup.clone() {
+            // SAFETY: `join_current_process` only makes async-signal-safe system calls.
+            unsafe {
+                cmd.pre_exec(move || {
+                    group.join_current_process();
+                    Ok(())
+                });
+            }
+        }
+        Ok(cmd)
+    }
+
+    /// The path processes in the sandbox use for a resolved workspace path.
+    pub fn path_inside(&self, resolved: &Resolved) -> String {
+        match self.mode {
+            Mode::Namespaces => resolved.display.clone(),
+            Mode::None => self.home.join(&resolved.relative).display().to_string(),
+        }
+    }
+
+    fn base_env(&self) -> Vec<(String, String)> {
+        let mut env = vec![
+            ("PATH".to_string(), SANDBOX_PATH.to_string()),
+            ("HOME".to_string(), self.workspace_display()),
+            ("LANG".to_string(), "C.UTF-8".to_string()),
+            ("TERM".to_string(), "dumb".to_string()),
+            ("HANDOFF_SANDBOX_ID".to_string(), self.id.clone()),
+        ];
+        if self.mode == Mode::Namespaces {
+            let proxy = format!("http://127.0.0.1:{PROXY_PORT}");
+            for name in [
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "ALL_PROXY",
+            ] {
+                env.push((name.to_string(), proxy.clone()));
+            }
+            for name in ["NO_PROXY", "no_proxy"] {
+                env.push((name.to_string(), "localhost,127.0.0.1,::1".to_string()));
+            }
+        }
+        env
+    }
+
+    /// Resolves a directory for commands, failing clearly when it does not exist.
+    pub fn resolve_cwd(&self, cwd: Option<&str>) -> Result<Resolved> {
+        let resolved = files::resolve(cwd.unwrap_or(WORKSPACE))?;
+        files::require_dir(&self.home, &resolved)?;
+        Ok(resolved)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+async fn stop_runtime(runtime: Option<Runtime>) {
+    if let Some(mut rt) = runtime {
+        if let Some(proxy) = rt.proxy.take() {
+            proxy.abort();
+        }
+        if let Some(mut init) = rt.init.take() {
+            init.kill().await;
+        }
+    }
+}
+
+/// Sandbox ids are chosen by the Worker: 1–64 of `a-z 0-9 _ -`.
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+fn check_id(id: &str) -> Result<()> {
+    if valid_id(id) {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(
+            "sandbox ids are 1 to 64 characters of a-z, 0-9, _ and -",
+        ))
+    }
+}
+
+fn check_spec(spec: &SandboxSpec) -> Result<()> {
+    check_env(&spec.env)?;
+    for rule in spec.allow_out.iter().chain(&spec.deny_out) {
+        egress::check_rule(rule)?;
+    }
+    Ok(())
+}
+
+/// Environment names must be portable shell names; values may not contain NUL.
+pub fn check_env(env: &BTreeMap<String, String>) -> Result<()> {
+    for (name, value) in env {
+        let mut bytes = name.bytes();
+        let first_ok = bytes
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
+        if !first_ok || !bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_') || name.len() > 128 {
+            return Err(ApiError::bad_request(format!(
+                "environment variable name {name:?} is not valid: use letters, digits and _, not starting with a digit"
+            )));
+        }
+        if value.contains('\0') {
+            return Err(ApiError::bad_request(format!(
+                "environment variable {name} contains a NUL byte"
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn json_error(e: serde_json::Error) -> ApiError {
+    ApiError::internal(format!("serializing sandbox state: {e}"))
+}

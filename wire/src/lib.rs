@@ -1,0 +1,361 @@
+//! The sandbox daemon's HTTP API (`/v1/...`): every request and response body, shared by the
+//! Worker (client) and the daemon (server). Serde types only — no IO, no MCP, no users.
+//!
+//! Routes (all but `/v1/health` need `Authorization: Bearer <token>` whose `sub` is the sandbox):
+//! - `GET  /v1/health` → [`Health`]
+//! - `PUT  /v1/sandboxes/{id}` [`SandboxSpec`] → [`SandboxState`] (create or update; idempotent)
+//! - `GET  /v1/sandboxes/{id}` → [`SandboxState`]; `DELETE` removes it and its files
+//! - `POST /v1/sandboxes/{id}/stop` → [`SandboxState`] (processes stopped, files kept)
+//! - `GET  /v1/sandboxes/{id}/snapshot` → tar.gz of the workspace; `PUT` restores one
+//! - `POST /v1/sandboxes/{id}/exec` [`ExecRequest`] → [`ExecResult`]
+//! - `POST /v1/sandboxes/{id}/exec/stream` [`ExecRequest`] → NDJSON of [`ExecEvent`]
+//! - `POST /v1/sandboxes/{id}/processes` [`StartProcess`] → [`ProcessInfo`]; `GET` lists them
+//! - `GET  /v1/sandboxes/{id}/processes/{pid}/logs` → [`ProcessLogs`]; `DELETE .../{pid}` kills
+//! - `GET  /v1/sandboxes/{id}/files?path=&encoding=` → [`FileContent`]
+//! - `PUT  /v1/sandboxes/{id}/files?path=` raw bytes → [`FileWritten`]; `DELETE ?path=&recursive=`
+//! - `GET  /v1/sandboxes/{id}/files/list?path=` → [`FileList`]
+//! - `POST /v1/sandboxes/{id}/files/mkdir?path=` → [`FileWritten`]
+//! - `GET  /v1/sandboxes/{id}/files/zip?path=` → `application/zip`
+//! - `POST /v1/sandboxes/{id}/git/clone` [`GitClone`], `.../git/checkout` [`GitCheckout`] → [`ExecResult`]
+//! - `GET  /v1/sandboxes/{id}/ports` → [`PortList`]
+//! - any  `/v1/sandboxes/{id}/ports/{port}/http/{path}` → proxied to that port in the sandbox
+//! - `GET  /v1/sandboxes/{id}/egress?limit=&verdict=` → [`EgressLog`]
+//!
+//! Errors are [`ErrorBody`] with the status from [`ErrorCode::http_status`]. 503 means
+//! transient (retry with backoff); every other error fails fast.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The `aud` of tokens the daemon accepts.
+pub const TOKEN_AUDIENCE: &str = "handoff-sandboxd";
+/// The workspace inside every sandbox; relative paths are resolved against it.
+pub const WORKSPACE: &str = "/home/sandbox";
+
+/// Each stream of an exec result is capped at this many bytes (head and tail kept).
+pub const EXEC_OUTPUT_CAP: usize = 32 * 1024;
+/// Largest file returned by a read.
+pub const READ_CAP: u64 = 1024 * 1024;
+/// Largest file accepted by a write.
+pub const WRITE_CAP: u64 = 8 * 1024 * 1024;
+/// Largest directory ZIP.
+pub const ZIP_CAP: u64 = 10 * 1024 * 1024;
+/// Longest exec timeout.
+pub const EXEC_MAX_TIMEOUT_MS: u64 = 10 * 60 * 1000;
+
+/// Claims of a token the Worker mints for one sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TokenClaims {
+    /// The sandbox id the token is for.
+    pub sub: String,
+    pub aud: String,
+    /// Expiry, seconds since the epoch.
+    pub exp: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Health {
+    pub status: String,
+    pub version: String,
+    pub isolation: Isolation,
+}
+
+/// What isolation this host really gives a sandbox; never claims more than it enforces.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Isolation {
+    /// `namespaces` (bubblewrap: own mount, pid, network, ipc, uts and user namespaces) or
+    /// `none` (plain processes in the sandbox directory).
+    pub level: String,
+    /// How the file system looks from inside, e.g. "host /usr and /etc read-only, workspace
+    /// read-write, nothing else".
+    pub filesystem: String,
+    /// `proxy-only` (only loopback plus the egress proxy) or `host` (unrestricted).
+    pub network: String,
+    /// Resource limits actually enforced.
+    pub limits: Limits,
+    /// Anything weaker than the goal, in plain words.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    pub memory_bytes: Option<u64>,
+    pub pids: Option<u64>,
+    /// CPU in thousandths of a core.
+    pub cpu_millis: Option<u64>,
+}
+
+/// Configuration of a sandbox, set at creation and updatable.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    /// Environment of every process in the sandbox.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// If not empty, only these destinations are reachable (`host`, `*.domain` or `host:port`).
+    #[serde(default)]
+    pub allow_out: Vec<String>,
+    /// Never reachable, even if allowed.
+    #[serde(default)]
+    pub deny_out: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxStatus {
+    /// Processes may run.
+    Running,
+    /// Files kept, no processes (a fresh daemon, or after stop).
+    Stopped,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxState {
+    pub id: String,
+    pub status: SandboxStatus,
+    /// Milliseconds since the epoch.
+    pub created_at: i64,
+    pub workspace: String,
+    pub isolation: Isolation,
+    pub spec: SandboxSpec,
+    pub processes: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ExecRequest {
+    /// A shell command line, run by `/bin/sh -c`.
+    pub command: String,
+    /// Working directory (inside the workspace); default the workspace.
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExecResult {
+    pub stdout: String,
+    pub stderr: String,
+    /// `None` when the process was killed by a signal (e.g. on timeout).
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    /// True when either stream was cut to `EXEC_OUTPUT_CAP` (head and tail kept).
+    pub truncated: bool,
+    pub timed_out: bool,
+}
+
+/// One line of a streaming exec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ExecEvent {
+    Stdout {
+        data: String,
+    },
+    Stderr {
+        data: String,
+    },
+    Exit {
+        exit_code: Option<i32>,
+        duration_ms: u64,
+        timed_out: bool,
+    },
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StartProcess {
+    pub command: String,
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    /// Daemon-assigned id, unique within the sandbox.
+    pub id: u64,
+    pub command: String,
+    pub started_at: i64,
+    pub running: bool,
+    pub exit_code: Option<i32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcessList {
+    pub processes: Vec<ProcessInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcessLogs {
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Encoding {
+    #[default]
+    Text,
+    Base64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileContent {
+    pub path: String,
+    pub encoding: Encoding,
+    pub content: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileWritten {
+    pub path: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub name: String,
+    /// Path inside the sandbox.
+    pub path: String,
+    pub kind: FileKind,
+    pub size: u64,
+    /// Milliseconds since the epoch.
+    pub modified: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileList {
+    pub path: String,
+    pub entries: Vec<FileEntry>,
+    /// True when the listing was cut at its limit.
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct GitClone {
+    pub url: String,
+    pub branch: Option<String>,
+    pub depth: Option<u32>,
+    /// Target directory inside the workspace (default: the repository name).
+    pub dir: Option<String>,
+    /// Extra HTTP header for the git server (e.g. a scoped `Authorization`); never logged.
+    pub http_header: Option<String>,
+    pub timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct GitCheckout {
+    pub dir: String,
+    pub branch: String,
+    /// Create the branch (`git checkout -b`).
+    #[serde(default)]
+    pub create: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortInfo {
+    pub port: u16,
+    pub address: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PortList {
+    pub ports: Vec<PortInfo>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Allowed,
+    Blocked,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EgressEntry {
+    /// Milliseconds since the epoch.
+    pub at: i64,
+    pub host: String,
+    pub port: u16,
+    /// `CONNECT` for tunnels (HTTPS), else the HTTP method.
+    pub method: String,
+    pub verdict: Verdict,
+    /// Why it was blocked (or which rule allowed it).
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EgressLog {
+    /// Newest first.
+    pub entries: Vec<EgressEntry>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    BadRequest,
+    Unauthorized,
+    NotFound,
+    TooLarge,
+    Conflict,
+    /// Transient: retry with backoff.
+    Unavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::BadRequest => 400,
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::NotFound => 404,
+            ErrorCode::TooLarge => 413,
+            ErrorCode::Conflict => 409,
+            ErrorCode::Unavailable => 503,
+            ErrorCode::Internal => 500,
+        }
+    }
+
+    pub fn from_status(status: u16) -> ErrorCode {
+        match status {
+            400 => ErrorCode::BadRequest,
+            401 | 403 => ErrorCode::Unauthorized,
+            404 => ErrorCode::NotFound,
+            409 => ErrorCode::Conflict,
+            413 => ErrorCode::TooLarge,
+            502..=504 => ErrorCode::Unavailable,
+            _ => ErrorCode::Internal,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// A conservative subset of git's branch-name rules that is also safe on any command line:
+/// letters, digits and `._/-`, not starting with `-`, `/` or `.`, without `..`, `//` or `/.`,
+/// not ending in `/`, `.` or `.lock`, at most 200 bytes.
+pub fn is_safe_branch(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._/-".contains(&b))
+        && !name.starts_with(['-', '/', '.'])
+        && !name.ends_with(['/', '.'])
+        && !name.ends_with(".lock")
+        && !name.contains("..")
+        && !name.contains("//")
+        && !name.contains("/.")
+}
