@@ -15,6 +15,8 @@ pub const ALLOWED_ORIGINS: &str = "HANDOFF_ALLOWED_ORIGINS";
 pub const PUBLIC_URL: &str = "HANDOFF_PUBLIC_URL";
 /// Var: base URL of a sandbox daemon reachable from the Worker (the local backend).
 pub const SANDBOX_DAEMON_URL: &str = "SANDBOX_DAEMON_URL";
+/// Secret: shared with the sandbox daemon, which accepts tokens signed with it.
+pub const DAEMON_SECRET: &str = "SANDBOX_DAEMON_SECRET";
 /// Var: the git forge repositories are accepted from.
 pub const FORGE_GIT_URL: &str = "FORGE_GIT_URL";
 
@@ -92,6 +94,13 @@ pub fn sandbox_daemon_url(env: &Env) -> Option<String> {
     get(env, SANDBOX_DAEMON_URL).map(|u| u.trim_end_matches('/').to_string())
 }
 
+/// The key daemon tokens are signed with (at least 32 characters), if configured.
+pub fn daemon_secret(env: &Env) -> Option<Vec<u8>> {
+    get(env, DAEMON_SECRET)
+        .filter(|k| k.len() >= MIN_SIGNING_KEY_LEN)
+        .map(String::into_bytes)
+}
+
 /// The forge host repositories must live on, from `FORGE_GIT_URL` (default github.com).
 pub fn forge_host(env: &Env) -> String {
     let url = get(env, FORGE_GIT_URL).unwrap_or_else(|| DEFAULT_FORGE_GIT_URL.to_string());
@@ -122,7 +131,12 @@ pub fn warnings(env: &Env) -> Vec<String> {
     }
     if sandbox_daemon_url(env).is_none() {
         out.push(format!(
-            "no sandbox backend: {SANDBOX_DAEMON_URL} is not set, so runs fail with sandbox_unavailable"
+            "no local sandbox backend: {SANDBOX_DAEMON_URL} is not set (fine on Cloudflare with Containers)"
+        ));
+    }
+    if daemon_secret(env).is_none() {
+        out.push(format!(
+            "{DAEMON_SECRET} is not set (or shorter than {MIN_SIGNING_KEY_LEN} characters): sandboxes cannot be used"
         ));
     }
     out

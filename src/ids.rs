@@ -8,6 +8,7 @@ const BODY_LEN: usize = 26;
 pub const RUN: &str = "run_";
 pub const SESSION: &str = "ses_";
 pub const MCP_SESSION: &str = "mcp_";
+pub const SANDBOX: &str = "sbx_";
 
 /// Fills `buf` with cryptographically secure random bytes.
 pub fn random_bytes(buf: &mut [u8]) {

@@ -10,13 +10,16 @@ mod ledger;
 mod links;
 mod mcp;
 mod page;
+mod preview;
 mod rpc;
 mod runs;
+mod sandbox;
 mod session;
 mod time;
 mod tools;
 
 pub use ledger::RunLedger;
+pub use sandbox::SandboxObject;
 pub use session::WorkSession;
 
 use worker::{event, Context, Env, Method, Request, Response, Result};
@@ -28,6 +31,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         (Method::Get | Method::Head, "/health") => http::health(&env),
         (_, "/mcp") => mcp::handle(req, &env).await,
         (Method::Get, p) if p.starts_with("/runs/") => page::handle(req, &env).await,
+        (_, p) if p.starts_with("/preview/") => preview::handle(req, &env).await,
         (Method::Get, "/") => http::index(),
         _ => Ok(http::not_found(&path)),
     };

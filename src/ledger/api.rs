@@ -3,6 +3,7 @@
 use crate::error::Result;
 use crate::rpc;
 use crate::runs::{RunError, RunOutcome, RunRecord, RunSpec, RunStatus, SessionRecord};
+use crate::sandbox::{SandboxRecord, Status};
 use serde::{Deserialize, Serialize};
 use worker::{Env, Stub};
 
@@ -61,6 +62,12 @@ pub enum Op {
         error: Option<RunError>,
         outcome: Option<RunOutcome>,
     },
+    /// Adds a sandbox to the listing; replies `Ack`.
+    RegisterSandbox { summary: SandboxSummary },
+    /// Records a sandbox's new status (deleted ones leave the listing); replies `Ack`.
+    SandboxStatus { id: String, status: Status },
+    /// Newest first; replies `Page<SandboxSummary>`.
+    ListSandboxes { limit: u32, before: Option<i64> },
     /// A progress report; replies `Transitioned` (the run's status, unchanged).
     Progress {
         run_id: String,
@@ -71,6 +78,18 @@ pub enum Op {
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Ack {}
+
+/// A sandbox as the listing shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxSummary {
+    pub id: String,
+    pub name: String,
+    pub created_by: String,
+    pub created_at: i64,
+    pub status: Status,
+    pub updated_at: i64,
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct OpenedMcpSession {
@@ -220,6 +239,38 @@ impl Ledger {
             outcome,
         })
         .await
+    }
+
+    pub async fn register_sandbox(&self, record: &SandboxRecord) -> Result<()> {
+        let summary = SandboxSummary {
+            id: record.id.clone(),
+            name: record.name.clone(),
+            created_by: record.created_by.clone(),
+            created_at: record.created_at,
+            status: record.status,
+            updated_at: record.created_at,
+            metadata: record.metadata.clone(),
+        };
+        self.call::<Ack>(Op::RegisterSandbox { summary })
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn sandbox_status(&self, id: &str, status: Status) -> Result<()> {
+        self.call::<Ack>(Op::SandboxStatus {
+            id: id.to_string(),
+            status,
+        })
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn list_sandboxes(
+        &self,
+        limit: u32,
+        before: Option<i64>,
+    ) -> Result<Page<SandboxSummary>> {
+        self.call(Op::ListSandboxes { limit, before }).await
     }
 
     pub async fn progress(&self, run_id: &str, phase: &str, message: &str) -> Result<Transitioned> {

@@ -5,7 +5,7 @@
 mod api;
 mod store;
 
-pub use api::{Ledger, McpSessionRef, Page};
+pub use api::{Ledger, McpSessionRef, Page, SandboxSummary};
 
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
@@ -146,6 +146,18 @@ impl RunLedger {
                     self.reschedule().await?;
                 }
                 serde_json::to_value(Transitioned { status, applied })?
+            }
+            Op::RegisterSandbox { summary } => {
+                store::insert_sandbox(&sql, &summary)?;
+                serde_json::to_value(Ack {})?
+            }
+            Op::SandboxStatus { id, status } => {
+                store::set_sandbox_status(&sql, &id, status, now)?;
+                serde_json::to_value(Ack {})?
+            }
+            Op::ListSandboxes { limit, before } => {
+                let (items, next) = store::list_sandboxes(&sql, before, limit)?;
+                serde_json::to_value(Page { items, next })?
             }
             Op::Progress {
                 run_id,

@@ -2,10 +2,12 @@
 //! synchronous: a Durable Object runs one event at a time and SQL calls do not yield, so a
 //! sequence of calls without an `await` between them is atomic.
 
+use super::api::SandboxSummary;
 use crate::error::{Error, Result};
 use crate::runs::{
     Progress, RunError, RunOutcome, RunRecord, RunSpec, RunStatus, SessionRecord, Transition,
 };
+use crate::sandbox::Status as SandboxStatus;
 use serde::Deserialize;
 use worker::{SqlStorage, SqlStorageValue as V};
 
@@ -56,6 +58,16 @@ CREATE TABLE IF NOT EXISTS sessions (
   last_run_at INTEGER NOT NULL,
   run_count INTEGER NOT NULL DEFAULT 0,
   last_run_id TEXT
+);
+CREATE TABLE IF NOT EXISTS sandboxes (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  updated_at INTEGER NOT NULL,
+  metadata TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS mcp_sessions (
   id TEXT PRIMARY KEY,
@@ -495,6 +507,87 @@ pub fn next_deadline(
         .to_array::<Row>()?
         .pop();
     Ok(row.and_then(|r| r.at))
+}
+
+// --- Sandboxes ---------------------------------------------------------------------------
+
+pub fn insert_sandbox(sql: &SqlStorage, s: &SandboxSummary) -> Result<()> {
+    sql.exec(
+        "INSERT OR IGNORE INTO sandboxes (id, name, created_by, created_at, status, updated_at, metadata) \
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+        vec![
+            s.id.as_str().into(),
+            s.name.as_str().into(),
+            s.created_by.as_str().into(),
+            s.created_at.into(),
+            s.status.as_str().into(),
+            s.updated_at.into(),
+            serde_json::to_string(&s.metadata)?.into(),
+        ],
+    )?;
+    Ok(())
+}
+
+/// Records a status; deleted sandboxes leave the listing.
+pub fn set_sandbox_status(
+    sql: &SqlStorage,
+    id: &str,
+    status: SandboxStatus,
+    now: i64,
+) -> Result<()> {
+    if status == SandboxStatus::Deleted {
+        sql.exec("DELETE FROM sandboxes WHERE id = ?", vec![id.into()])?;
+    } else {
+        sql.exec(
+            "UPDATE sandboxes SET status = ?, updated_at = ? WHERE id = ?",
+            vec![status.as_str().into(), now.into(), id.into()],
+        )?;
+    }
+    Ok(())
+}
+
+pub fn list_sandboxes(
+    sql: &SqlStorage,
+    before: Option<i64>,
+    limit: u32,
+) -> Result<(Vec<SandboxSummary>, Option<i64>)> {
+    #[derive(Deserialize)]
+    struct Row {
+        seq: i64,
+        id: String,
+        name: String,
+        created_by: String,
+        created_at: i64,
+        status: String,
+        updated_at: i64,
+        metadata: String,
+    }
+    let rows = sql
+        .exec(
+            "SELECT seq, id, name, created_by, created_at, status, updated_at, metadata FROM sandboxes \
+             WHERE seq < ? ORDER BY seq DESC LIMIT ?",
+            vec![before.unwrap_or(NO_BOUND).into(), i64::from(limit + 1).into()],
+        )?
+        .to_array::<Row>()?
+        .into_iter()
+        .map(|r| {
+            let status = serde_json::from_value(serde_json::Value::String(r.status))
+                .unwrap_or(SandboxStatus::Running);
+            (
+                r.seq,
+                SandboxSummary {
+                    id: r.id,
+                    name: r.name,
+                    created_by: r.created_by,
+                    created_at: r.created_at,
+                    status,
+                    updated_at: r.updated_at,
+                    metadata: serde_json::from_str(&r.metadata).unwrap_or_default(),
+                },
+            )
+        })
+        .collect();
+    Ok(paginate(rows, limit))
 }
 
 // --- MCP sessions -------------------------------------------------------------------------

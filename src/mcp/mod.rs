@@ -18,8 +18,9 @@ use serde_json::Value;
 use server::Failure;
 use worker::{Env, Headers, Method, Request, Response};
 
-/// Requests with a body larger than this are refused with 413.
-pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// Requests with a body larger than this are refused with 413. It leaves room for the largest
+/// file write (8 MiB, base64-encoded in JSON).
+pub const MAX_BODY_BYTES: usize = 12 * 1024 * 1024;
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 

@@ -5,6 +5,9 @@
 
 mod params;
 mod runs;
+mod sandbox;
+mod sandbox_params;
+mod sandbox_views;
 mod views;
 
 use crate::auth::Principal;
@@ -35,6 +38,10 @@ pub(crate) trait ToolHandler {
     async fn run(ctx: &Ctx<'_>, params: Self::Params) -> Result<Self::Output>;
     /// A one-line, human-readable summary placed before the JSON in the text content.
     fn summary(output: &Self::Output) -> String;
+    /// Content blocks beyond the text (e.g. an embedded file).
+    fn extra_content(_output: &Self::Output) -> Vec<ContentBlock> {
+        Vec::new()
+    }
 }
 
 /// Why a `tools/call` did not produce a result.
@@ -77,7 +84,11 @@ async fn invoke<T: ToolHandler>(
         })
     })?;
     match T::run(ctx, params).await {
-        Ok(output) => Ok(success(T::summary(&output), &output)),
+        Ok(output) => {
+            let mut result = success(T::summary(&output), &output);
+            result.content.extend(T::extra_content(&output));
+            Ok(result)
+        }
         Err(e) if e.kind == ErrorKind::InvalidInput => Err(CallError::InvalidArguments(format!(
             "invalid arguments for {}: {}",
             T::NAME,
@@ -166,4 +177,17 @@ tool_set!(
     runs::ListRuns,
     runs::CancelRun,
     runs::ListSessions,
+    sandbox::Create,
+    sandbox::List,
+    sandbox::Info,
+    sandbox::Exec,
+    sandbox::FilesRead,
+    sandbox::FilesWrite,
+    sandbox::FilesList,
+    sandbox::FilesDownloadDir,
+    sandbox::Pause,
+    sandbox::Resume,
+    sandbox::Delete,
+    sandbox::PreviewUrl,
+    sandbox::NetworkLog,
 );

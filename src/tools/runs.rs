@@ -260,11 +260,11 @@ const RUNS_CURSOR: &str = "runs";
 const SESSIONS_CURSOR: &str = "sessions";
 
 /// Cursors are opaque to clients: base64url of `<list>:<sequence number>`.
-fn encode_cursor(list: &str, seq: i64) -> String {
+pub(super) fn encode_cursor(list: &str, seq: i64) -> String {
     URL_SAFE_NO_PAD.encode(format!("{list}:{seq}"))
 }
 
-fn decode_cursor(list: &str, cursor: Option<&str>) -> Result<Option<i64>> {
+pub(super) fn decode_cursor(list: &str, cursor: Option<&str>) -> Result<Option<i64>> {
     let Some(cursor) = cursor else {
         return Ok(None);
     };

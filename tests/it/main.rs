@@ -7,6 +7,7 @@ mod deploy;
 mod durability;
 mod protocol;
 mod runs;
+mod sandboxes;
 mod tools_list;
 
 use handoff_tests::worker;

@@ -243,7 +243,7 @@ async fn origin_is_checked() {
 #[tokio::test]
 async fn bodies_over_the_cap_are_refused_with_413() {
     let mcp = Mcp::connect(&base()).await;
-    let cap = 4 * 1024 * 1024;
+    let cap = 12 * 1024 * 1024;
     let make = |size: usize| {
         let prefix = r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":""#;
         let suffix = r#""}}"#;
@@ -260,7 +260,7 @@ async fn bodies_over_the_cap_are_refused_with_413() {
     let over = mcp.post(&make(cap + 1), &[]).await;
     assert_eq!(over.status, 413);
     assert_eq!(over.error_code(), -32600);
-    assert!(over.body.contains("4 MiB"), "{}", over.body);
+    assert!(over.body.contains("12 MiB"), "{}", over.body);
 
     // Without Content-Length (chunked), the cap is enforced while reading.
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> = make(cap + 1024)
@@ -426,7 +426,7 @@ async fn rmcp_client_speaks_to_the_server_in_every_version() {
         let info = client.peer_info().expect("server info");
         assert_eq!(info.protocol_version.as_str(), expected);
         let tools = client.list_all_tools().await.expect("tools/list");
-        assert_eq!(tools.len(), 5);
+        assert_eq!(tools.len(), 18);
         let mut arguments = serde_json::Map::new();
         arguments.insert(
             "task".into(),

@@ -18,7 +18,20 @@ async fn tools_have_descriptions_schemas_and_annotations() {
             "opencode_get_result",
             "opencode_list_runs",
             "opencode_cancel_run",
-            "opencode_list_sessions"
+            "opencode_list_sessions",
+            "sandbox_create",
+            "sandbox_list",
+            "sandbox_info",
+            "sandbox_exec",
+            "sandbox_files_read",
+            "sandbox_files_write",
+            "sandbox_files_list",
+            "sandbox_files_download_dir",
+            "sandbox_pause",
+            "sandbox_resume",
+            "sandbox_delete",
+            "sandbox_preview_url",
+            "sandbox_network_log"
         ]
     );
     for tool in &tools {

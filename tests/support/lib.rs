@@ -4,6 +4,8 @@
 //! local stand-ins for what cannot exist offline.
 
 pub mod blackhole;
+pub mod daemon;
+pub mod links;
 pub mod mcp;
 pub mod worker;
 
@@ -14,6 +16,8 @@ pub use worker::{Worker, WorkerOptions};
 pub const TOKEN: &str = "test-token-0123456789abcdef";
 /// A second token (principal `other`) for checks that depend on the caller.
 pub const OTHER_TOKEN: &str = "other-token-0123456789abcdef";
+/// The secret shared by test Workers and test sandbox daemons.
+pub const DAEMON_SECRET: &str = "test-daemon-secret-0123456789abcdef-0123";
 /// The signing key of test instances (links).
 pub const SIGNING_KEY: &str = "test-signing-key-0123456789abcdef-0123456789";
 

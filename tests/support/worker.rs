@@ -25,6 +25,12 @@ impl WorkerOptions {
         self.vars.push((key.to_string(), value.into()));
         self
     }
+
+    /// Uses `daemon` as the local sandbox backend.
+    pub fn daemon(self, daemon: &crate::daemon::Daemon) -> Self {
+        self.var("SANDBOX_DAEMON_URL", daemon.url())
+            .var("SANDBOX_DAEMON_SECRET", crate::DAEMON_SECRET)
+    }
 }
 
 pub struct Worker {
@@ -60,6 +66,22 @@ pub fn stop_group_at_exit(worker: &Worker) {
     if let (Some(child), Ok(mut entries)) = (&worker.child, AT_EXIT.lock()) {
         entries.push((child.id() as i32, worker.dir.clone()));
     }
+}
+
+/// An instance with a real sandbox daemon as its backend, shared by the sandbox tests.
+pub fn with_sandboxes() -> &'static (crate::daemon::Daemon, Worker) {
+    static STACK: OnceLock<(crate::daemon::Daemon, Worker)> = OnceLock::new();
+    STACK.get_or_init(|| {
+        let daemon = crate::daemon::Daemon::start();
+        let worker = Worker::start(WorkerOptions::default().daemon(&daemon));
+        stop_group_at_exit(&worker);
+        if let Some(pgid) = daemon.pgid() {
+            if let Ok(mut entries) = AT_EXIT.lock() {
+                entries.push((pgid, daemon.dir().clone()));
+            }
+        }
+        (daemon, worker)
+    })
 }
 
 /// The instance shared by all tests of this process (default configuration). Tests isolate
@@ -199,6 +221,14 @@ pub fn write_config(dir: &Path, options: &WorkerOptions) {
         }
         if trimmed.starts_with("main") && trimmed.contains('=') {
             out.push_str(&format!("main = {:?}\n", bundle.display().to_string()));
+        } else if let Some(path) = relative_path_value(trimmed, &["image", "image_build_context"]) {
+            let (key, _) = trimmed.split_once('=').unwrap_or_default();
+            let absolute = root().join(path.trim_start_matches("./"));
+            out.push_str(&format!(
+                "{} = {:?}\n",
+                key.trim(),
+                absolute.display().to_string()
+            ));
         } else {
             out.push_str(line);
             out.push('\n');
@@ -223,7 +253,17 @@ pub fn write_config(dir: &Path, options: &WorkerOptions) {
     std::fs::write(dir.join(".dev.vars"), vars).expect("write .dev.vars");
 }
 
-fn kill_group(pgid: i32) {
+/// The quoted relative path of a `key = "./..."` or `key = "."` line for one of `keys`.
+fn relative_path_value<'a>(line: &'a str, keys: &[&str]) -> Option<&'a str> {
+    let (key, value) = line.split_once('=')?;
+    if !keys.contains(&key.trim()) {
+        return None;
+    }
+    let value = value.trim().trim_matches('"');
+    (value == "." || value.starts_with("./")).then_some(value)
+}
+
+pub fn kill_group(pgid: i32) {
     // SAFETY: sends signals to the process group this support code created.
     unsafe {
         libc::killpg(pgid, libc::SIGTERM);

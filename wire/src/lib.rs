@@ -359,3 +359,46 @@ pub fn is_safe_branch(name: &str) -> bool {
         && !name.contains("//")
         && !name.contains("/.")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branch_names_are_safe_or_refused() {
+        for ok in ["main", "feature/x-1", "release_2.0", "handoff/run_abc"] {
+            assert!(is_safe_branch(ok), "{ok}");
+        }
+        for bad in [
+            "--upload-pack=x",
+            "$(id)",
+            "a b",
+            "a..b",
+            "x.lock",
+            "/x",
+            "x/",
+            "a//b",
+            "`id`",
+            "a;b",
+            "",
+            ".x",
+            "a/.b",
+        ] {
+            assert!(!is_safe_branch(bad), "{bad}");
+        }
+        assert!(!is_safe_branch(&"a".repeat(201)));
+    }
+
+    #[test]
+    fn error_codes_map_to_statuses_and_back() {
+        for code in [
+            ErrorCode::BadRequest,
+            ErrorCode::NotFound,
+            ErrorCode::TooLarge,
+            ErrorCode::Conflict,
+            ErrorCode::Unavailable,
+        ] {
+            assert_eq!(ErrorCode::from_status(code.http_status()), code);
+        }
+    }
+}

@@ -15,16 +15,36 @@ pub fn run(args: &[String]) -> Result {
     let port = parse_port(args)?;
     let tools = setup::ensure()?;
     worker::build(&tools)?;
-    let token = ensure_dev_vars()?;
+    worker::build_daemon(&tools)?;
+    let (token, daemon_secret) = ensure_dev_vars()?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
         .map_err(|e| format!("could not install the Ctrl-C handler: {e}"))?;
 
+    let daemon_port = port + 1;
+    let sandboxes = root().join(".handoff/sandboxes");
+    let mut daemon_cmd = std::process::Command::new(worker::daemon_binary());
+    daemon_cmd
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{daemon_port}"))
+        .arg("--root")
+        .arg(&sandboxes)
+        .env("SANDBOX_DAEMON_SECRET", &daemon_secret);
+    let mut daemon = Server::spawn("the sandbox daemon", &mut daemon_cmd)?;
+    proc::wait_for_http(
+        daemon_port,
+        "/v1/health",
+        Duration::from_secs(30),
+        &mut daemon,
+    )?;
+
     let mut cmd = tools.command(tools.wrangler());
     cmd.args(["dev", "--local", "--ip", "127.0.0.1", "--port"])
         .arg(port.to_string())
+        .arg("--var")
+        .arg(format!("SANDBOX_DAEMON_URL:http://127.0.0.1:{daemon_port}"))
         .arg("--show-interactive-dev-session=false")
         .current_dir(root())
         .env("WRANGLER_SEND_METRICS", "false")
@@ -42,10 +62,16 @@ pub fn run(args: &[String]) -> Result {
         if stop.load(Ordering::SeqCst) {
             println!("\nxtask: stopping");
             server.stop();
+            daemon.stop();
             return Ok(());
         }
         if let Some(status) = server.exited() {
+            daemon.stop();
             return Err(format!("wrangler dev exited ({status})"));
+        }
+        if let Some(status) = daemon.exited() {
+            server.stop();
+            return Err(format!("the sandbox daemon exited ({status})"));
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -61,8 +87,8 @@ fn parse_port(args: &[String]) -> Result<u16> {
     }
 }
 
-/// Creates `.dev.vars` (or adds what it lacks) and returns the local API token.
-fn ensure_dev_vars() -> Result<String> {
+/// Creates `.dev.vars` (or adds what it lacks); returns the local API token and the daemon secret.
+fn ensure_dev_vars() -> Result<(String, String)> {
     let path = root().join(".dev.vars");
     let mut text = std::fs::read_to_string(&path).unwrap_or_default();
     if text.is_empty() {
@@ -83,16 +109,24 @@ fn ensure_dev_vars() -> Result<String> {
         text.push_str(&format!("HANDOFF_SIGNING_KEY={}\n", random_token()?));
         changed = true;
     }
+    if value_of(&text, "SANDBOX_DAEMON_SECRET").is_none() {
+        text.push_str(&format!("SANDBOX_DAEMON_SECRET={}\n", random_token()?));
+        changed = true;
+    }
     if changed {
         std::fs::write(&path, &text).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        println!("xtask: wrote a local API token and signing key to .dev.vars");
+        println!("xtask: wrote local secrets (API token, signing key, daemon secret) to .dev.vars");
     }
     let tokens = value_of(&text, "HANDOFF_API_TOKENS").unwrap_or_default();
     let first = tokens
         .split([',', ' '])
         .find(|t| !t.is_empty())
         .unwrap_or_default();
-    Ok(first.split_once(':').map_or(first, |(_, t)| t).to_string())
+    let token = first.split_once(':').map_or(first, |(_, t)| t).to_string();
+    Ok((
+        token,
+        value_of(&text, "SANDBOX_DAEMON_SECRET").unwrap_or_default(),
+    ))
 }
 
 fn value_of(text: &str, key: &str) -> Option<String> {

@@ -67,6 +67,7 @@ pub fn ensure() -> Result<Tools> {
         false,
     )?;
     ensure_npm_packages()?;
+    ensure_debian_packages()?;
     Ok(Tools {
         cargo_bin,
         node_bin: root().join("node_modules/.bin"),
@@ -132,6 +133,50 @@ fn ensure_npm_packages() -> Result {
             .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
             .current_dir(root()),
     )
+}
+
+/// Debian packages the local sandbox backend uses, by the command that shows they are there.
+const DEBIAN_PACKAGES: [(&str, &str); 3] =
+    [("bubblewrap", "bwrap"), ("git", "git"), ("ripgrep", "rg")];
+
+fn ensure_debian_packages() -> Result {
+    let missing: Vec<&str> = DEBIAN_PACKAGES
+        .iter()
+        .filter(|(_, command)| {
+            proc::output(Command::new("sh").args(["-c", &format!("command -v {command}")]))
+                .is_none()
+        })
+        .map(|(package, _)| *package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        println!(
+            "xtask: missing Debian packages: {} — install them with `sudo apt-get install -y {}`; \
+             without bubblewrap the sandbox daemon runs sandboxes without isolation and says so",
+            missing.join(", "),
+            missing.join(" ")
+        );
+        return Ok(());
+    }
+    println!("xtask: installing Debian packages ({})", missing.join(", "));
+    let installed = proc::run(
+        Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends"])
+            .args(&missing),
+    );
+    if installed.is_err() {
+        proc::run(Command::new("apt-get").arg("update"))?;
+        proc::run(
+            Command::new("apt-get")
+                .args(["install", "-y", "--no-install-recommends"])
+                .args(&missing),
+        )?;
+    }
+    Ok(())
 }
 
 fn installed_npm_version(modules: &Path, name: &str) -> Option<String> {

@@ -10,6 +10,7 @@ pub fn run(args: &[String]) -> Result {
     let started = Instant::now();
     let tools = setup::ensure()?;
     worker::build(&tools)?;
+    worker::build_daemon(&tools)?;
     let cargo = || {
         let mut cmd = tools.command("cargo");
         cmd.current_dir(root());
@@ -59,6 +60,7 @@ pub fn run(args: &[String]) -> Result {
 pub fn bench(args: &[String]) -> Result {
     let tools = setup::ensure()?;
     worker::build(&tools)?;
+    worker::build_daemon(&tools)?;
     let mut cmd = tools.command("cargo");
     // The client's own cost is microseconds next to the server's milliseconds, so it runs in
     // the dev profile the tests already built rather than in a long optimized build.

@@ -40,6 +40,19 @@ pub fn build(tools: &Tools) -> Result {
     Ok(())
 }
 
+/// The sandbox daemon binary the local backend runs.
+pub fn daemon_binary() -> PathBuf {
+    root().join("target/debug/handoff-sandboxd")
+}
+
+/// Builds the sandbox daemon (cargo skips it when nothing changed).
+pub fn build_daemon(tools: &Tools) -> Result {
+    let mut cmd = tools.command("cargo");
+    cmd.args(["build", "--quiet", "-p", "handoff-sandbox"])
+        .current_dir(root());
+    proc::run(&mut cmd)
+}
+
 /// True when the bundle exists and no input is newer than it.
 fn is_fresh() -> bool {
     let Some(built) = mtime(&bundle_entry()) else {
@@ -51,6 +64,7 @@ fn is_fresh() -> bool {
         .iter()
         .filter_map(|p| mtime(p))
         .chain(newest_in(&root.join("src")))
+        .chain(newest_in(&root.join("wire")))
         .max();
     newest_input.is_some_and(|newest| newest <= built)
 }

@@ -9,6 +9,8 @@
 //! run as plain host processes in the sandbox directory, and the daemon says so.
 
 use handoff_wire::{Isolation, Limits, WORKSPACE};
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -149,8 +151,7 @@ pub async fn start_init(
     etc: &[PathBuf],
     join: Option<super::cgroup::SandboxCgroup>,
 ) -> std::io::Result<Init> {
-    let mut cmd = Command::new("bwrap");
-    cmd.args([
+    let mut args: Vec<String> = [
         "--unshare-all",
         "--die-with-parent",
         "--new-session",
@@ -179,19 +180,41 @@ pub async fn start_init(
         "/etc",
         "--hostname",
         "sandbox",
-    ]);
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     for entry in etc {
-        cmd.arg("--ro-bind").arg(entry).arg(entry);
+        let entry = entry.display().to_string();
+        args.extend(["--ro-bind".to_string(), entry.clone(), entry]);
     }
-    cmd.arg("--bind")
-        .arg(home)
-        .arg(WORKSPACE)
-        .args(["--chdir", WORKSPACE, "--", "/usr/bin/sleep", "infinity"])
+    args.extend([
+        "--bind".to_string(),
+        home.display().to_string(),
+        WORKSPACE.to_string(),
+        "--chdir".to_string(),
+        WORKSPACE.to_string(),
+    ]);
+    // The options travel through a pipe (`--args 3`; bwrap wants the command itself on its
+    // command line), so the sandbox's pid 1 does not show where its workspace lives on the host.
+    let args_fd = args_pipe(&args)?;
+    let raw = args_fd.as_raw_fd();
+    let mut cmd = Command::new("bwrap");
+    cmd.args(["--args", "3", "--", "/usr/bin/sleep", "infinity"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
+    // SAFETY: dup2 is async-signal-safe; it leaves fd 3 open across exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(raw, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     if let Some(group) = join {
         // SAFETY: `join_current_process` only makes async-signal-safe system calls.
         unsafe {
@@ -202,6 +225,7 @@ pub async fn start_init(
         }
     }
     let mut child = cmd.spawn()?;
+    drop(args_fd);
     let outer = child
         .id()
         .ok_or_else(|| std::io::Error::other("bwrap exited at once"))?;
@@ -231,6 +255,23 @@ pub async fn start_init(
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+}
+
+/// A pipe holding `args` NUL-separated, read end returned (the write end is closed).
+fn args_pipe(args: &[String]) -> std::io::Result<OwnedFd> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills two descriptors we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned here.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let mut writer = std::fs::File::from(write);
+    for arg in args {
+        writer.write_all(arg.as_bytes())?;
+        writer.write_all(&[0])?;
+    }
+    Ok(read)
 }
 
 /// The first child of `pid`, from `/proc/<pid>/task/<pid>/children`.

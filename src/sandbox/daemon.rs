@@ -1,0 +1,306 @@
+//! The Worker's client of the sandbox daemon's `/v1` API. The transport is the only thing that
+//! differs between backends: a Cloudflare Container's TCP port, or a daemon URL (local
+//! backend). Every call carries a short-lived token for this one sandbox.
+
+use crate::config;
+use crate::error::{Error, ErrorKind, Result};
+use crate::time::now_ms;
+use handoff_wire::{
+    EgressLog, Encoding, ErrorBody, ErrorCode, ExecRequest, ExecResult, FileContent, FileList,
+    FileWritten, PortList, SandboxSpec, SandboxState, TokenClaims, Verdict, TOKEN_AUDIENCE,
+};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use worker::{Env, Fetch, Fetcher, Headers, Method, Request, RequestInit, Response};
+
+/// How long a minted daemon token lives.
+const TOKEN_TTL_SECS: i64 = 300;
+/// The daemon's port inside a container.
+pub const CONTAINER_PORT: u16 = 3000;
+
+/// Where the daemon is.
+pub enum Transport {
+    /// `SANDBOX_DAEMON_URL`, reached with a plain fetch.
+    Local { base: String },
+    /// A Cloudflare Container's port.
+    Container(Fetcher),
+}
+
+pub struct Daemon {
+    transport: Transport,
+    sandbox_id: String,
+    secret: Vec<u8>,
+}
+
+impl Daemon {
+    pub fn new(env: &Env, transport: Transport, sandbox_id: &str) -> Result<Daemon> {
+        let secret = config::daemon_secret(env).ok_or_else(|| {
+            Error::unavailable(format!(
+                "{} is not set (at least 32 characters, the same value the sandbox daemon has)",
+                config::DAEMON_SECRET
+            ))
+        })?;
+        Ok(Daemon {
+            transport,
+            sandbox_id: sandbox_id.to_string(),
+            secret,
+        })
+    }
+
+    fn token(&self) -> Result<String> {
+        let claims = TokenClaims {
+            sub: self.sandbox_id.clone(),
+            aud: TOKEN_AUDIENCE.to_string(),
+            exp: now_ms() / 1000 + TOKEN_TTL_SECS,
+        };
+        let key = EncodingKey::from_secret(&self.secret)
+            .map_err(|e| Error::internal(format!("daemon key: {e}")))?;
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key)
+            .map_err(|e| Error::internal(format!("daemon token: {e}")))
+    }
+
+    fn url(&self, path: &str) -> String {
+        let base = match &self.transport {
+            Transport::Local { base } => base.as_str(),
+            Transport::Container(_) => "http://sandbox-daemon",
+        };
+        format!("{base}/v1/sandboxes/{}{path}", self.sandbox_id)
+    }
+
+    /// Sends a request to the daemon and returns the raw response (errors already mapped).
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<worker::wasm_bindgen::JsValue>,
+        content_type: Option<&str>,
+    ) -> Result<Response> {
+        let headers = Headers::new();
+        headers.set("authorization", &format!("Bearer {}", self.token()?))?;
+        if let Some(ct) = content_type {
+            headers.set("content-type", ct)?;
+        }
+        let mut init = RequestInit::new();
+        init.with_method(method)
+            .with_headers(headers)
+            .with_body(body);
+        let request = Request::new_with_init(&self.url(path), &init)?;
+        let response = match &self.transport {
+            Transport::Local { .. } => Fetch::Request(request).send().await,
+            Transport::Container(fetcher) => fetcher.fetch_request(request).await,
+        }
+        .map_err(|e| {
+            Error::unavailable(format!(
+                "the sandbox daemon did not answer ({e}); it may be starting or down — retry shortly"
+            ))
+        })?;
+        if (200..300).contains(&response.status_code()) {
+            Ok(response)
+        } else {
+            Err(daemon_error(response).await)
+        }
+    }
+
+    /// The daemon's unauthenticated health endpoint (used while a container starts).
+    pub async fn health(&self) -> Result<()> {
+        let url = match &self.transport {
+            Transport::Local { base } => format!("{base}/v1/health"),
+            Transport::Container(_) => "http://sandbox-daemon/v1/health".to_string(),
+        };
+        let response = match &self.transport {
+            Transport::Local { .. } => {
+                Fetch::Url(url.parse().map_err(|_| Error::internal("daemon URL"))?)
+                    .send()
+                    .await
+            }
+            Transport::Container(fetcher) => fetcher.fetch(url, None).await,
+        }
+        .map_err(|e| Error::unavailable(format!("sandbox daemon not reachable: {e}")))?;
+        if response.status_code() == 200 {
+            Ok(())
+        } else {
+            Err(Error::unavailable(format!(
+                "sandbox daemon health: HTTP {}",
+                response.status_code()
+            )))
+        }
+    }
+
+    /// Forwards an incoming request (method, headers, streamed body) to `path` on the daemon and
+    /// returns the daemon's response as it is, whatever its status.
+    pub async fn forward(&self, incoming: &Request, path: &str) -> Result<Response> {
+        let headers = Headers::new();
+        for (name, value) in incoming.headers().entries() {
+            let lower = name.to_ascii_lowercase();
+            if lower == "host"
+                || lower == "authorization"
+                || lower.starts_with("cf-")
+                || lower == "cookie"
+            {
+                continue;
+            }
+            headers.append(&name, &value)?;
+        }
+        headers.set("authorization", &format!("Bearer {}", self.token()?))?;
+        let mut init = RequestInit::new();
+        init.with_method(incoming.method()).with_headers(headers);
+        if let Some(body) = incoming.inner().body() {
+            init.with_body(Some(body.into()));
+        }
+        let request = Request::new_with_init(&self.url(path), &init)?;
+        match &self.transport {
+            Transport::Local { .. } => Fetch::Request(request).send().await,
+            Transport::Container(fetcher) => fetcher.fetch_request(request).await,
+        }
+        .map_err(|e| Error::unavailable(format!("the sandbox daemon did not answer ({e})")))
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<T> {
+        let body = match body {
+            Some(b) => Some(serde_json::to_string(b)?.into()),
+            None => None,
+        };
+        let mut response = self
+            .send(method, path, body, Some("application/json"))
+            .await?;
+        let text = response.text().await?;
+        serde_json::from_str(&text)
+            .map_err(|e| Error::internal(format!("undecodable daemon reply: {e}")))
+    }
+
+    pub async fn put(&self, spec: &SandboxSpec) -> Result<SandboxState> {
+        self.call(Method::Put, "", Some(spec)).await
+    }
+
+    pub async fn state(&self) -> Result<SandboxState> {
+        self.call::<(), _>(Method::Get, "", None).await
+    }
+
+    pub async fn delete(&self) -> Result<()> {
+        self.send(Method::Delete, "", None, None).await.map(|_| ())
+    }
+
+    pub async fn stop(&self) -> Result<SandboxState> {
+        self.call::<(), _>(Method::Post, "/stop", None).await
+    }
+
+    pub async fn exec(&self, req: &ExecRequest) -> Result<ExecResult> {
+        self.call(Method::Post, "/exec", Some(req)).await
+    }
+
+    pub async fn read_file(&self, path: &str, encoding: Encoding) -> Result<FileContent> {
+        let enc = match encoding {
+            Encoding::Text => "text",
+            Encoding::Base64 => "base64",
+        };
+        let query = format!("/files?path={}&encoding={enc}", urlencode(path));
+        self.call::<(), _>(Method::Get, &query, None).await
+    }
+
+    pub async fn write_file(&self, path: &str, bytes: Vec<u8>) -> Result<FileWritten> {
+        let array = worker::js_sys::Uint8Array::from(bytes.as_slice());
+        let query = format!("/files?path={}", urlencode(path));
+        let mut response = self
+            .send(
+                Method::Put,
+                &query,
+                Some(array.into()),
+                Some("application/octet-stream"),
+            )
+            .await?;
+        let text = response.text().await?;
+        serde_json::from_str(&text)
+            .map_err(|e| Error::internal(format!("undecodable daemon reply: {e}")))
+    }
+
+    pub async fn list(&self, path: &str) -> Result<FileList> {
+        let query = format!("/files/list?path={}", urlencode(path));
+        self.call::<(), _>(Method::Get, &query, None).await
+    }
+
+    pub async fn zip(&self, path: &str) -> Result<Vec<u8>> {
+        let query = format!("/files/zip?path={}", urlencode(path));
+        let mut response = self.send(Method::Get, &query, None, None).await?;
+        Ok(response.bytes().await?)
+    }
+
+    pub async fn ports(&self) -> Result<PortList> {
+        self.call::<(), _>(Method::Get, "/ports", None).await
+    }
+
+    pub async fn egress(&self, limit: u32, verdict: Option<Verdict>) -> Result<EgressLog> {
+        let mut query = format!("/egress?limit={limit}");
+        if let Some(v) = verdict {
+            query.push_str(match v {
+                Verdict::Allowed => "&verdict=allowed",
+                Verdict::Blocked => "&verdict=blocked",
+            });
+        }
+        self.call::<(), _>(Method::Get, &query, None).await
+    }
+
+    /// The workspace as a tar.gz stream.
+    pub async fn snapshot(&self) -> Result<Response> {
+        self.send(Method::Get, "/snapshot", None, None).await
+    }
+
+    /// Replaces the workspace with a tar.gz stream.
+    pub async fn restore(&self, body: worker::wasm_bindgen::JsValue) -> Result<SandboxState> {
+        let mut response = self
+            .send(
+                Method::Put,
+                "/snapshot",
+                Some(body),
+                Some("application/gzip"),
+            )
+            .await?;
+        let text = response.text().await?;
+        serde_json::from_str(&text)
+            .map_err(|e| Error::internal(format!("undecodable daemon reply: {e}")))
+    }
+}
+
+/// Turns a daemon error response into the Worker's error, keeping its message.
+async fn daemon_error(mut response: Response) -> Error {
+    let status = response.status_code();
+    let text = response.text().await.unwrap_or_default();
+    let body = serde_json::from_str::<ErrorBody>(&text).unwrap_or(ErrorBody {
+        code: ErrorCode::from_status(status),
+        message: format!("sandbox daemon answered HTTP {status}"),
+    });
+    if body.code == ErrorCode::Unauthorized {
+        let message = format!(
+            "the sandbox daemon refused the Worker's credentials ({}); {} must be the same on both",
+            body.message,
+            config::DAEMON_SECRET
+        );
+        return Error::unavailable(message);
+    }
+    let kind = match body.code {
+        ErrorCode::BadRequest | ErrorCode::TooLarge => ErrorKind::InvalidInput,
+        ErrorCode::NotFound => ErrorKind::NotFound,
+        ErrorCode::Conflict => ErrorKind::Conflict,
+        ErrorCode::Unavailable | ErrorCode::Unauthorized => ErrorKind::Unavailable,
+        ErrorCode::Internal => ErrorKind::Internal,
+    };
+    Error::new(kind, body.message)
+}
+
+/// Percent-encodes a query value.
+pub fn urlencode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,445 @@
+//! The sandbox Durable Object, one per sandbox: it owns the sandbox's record, picks the backend
+//! (its Cloudflare Container, or the local daemon), keeps the daemon's copy in step (recreating
+//! and restoring it if the daemon lost it), snapshots the workspace to R2 on pause or when idle,
+//! and restores it on resume — which exec and file operations do by themselves.
+
+mod api;
+pub mod daemon;
+mod store;
+
+pub use api::{SandboxClient, SandboxInfo, SandboxOp};
+pub use store::{SandboxRecord, Status};
+
+use crate::config;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ledger::Ledger;
+use crate::rpc;
+use crate::time::{alarm_offset, now_ms};
+use api::{Ack, Zipped};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use daemon::{Daemon, Transport, CONTAINER_PORT};
+use std::cell::Cell;
+use std::time::Duration;
+use worker::{
+    console_error, durable_object, js_sys, wasm_bindgen::JsValue, Data, Delay, DurableObject, Env,
+    Request, Response, ResponseBody, SqlStorage, State,
+};
+
+/// R2 binding for snapshots and artifacts.
+const BUCKET: &str = "ARTIFACTS";
+/// How often the daemon's copy of the sandbox is re-checked while the object is awake.
+const ENSURE_EVERY_MS: i64 = 60_000;
+/// Activity is written down at most this often (it only feeds the idle timer).
+const TOUCH_EVERY_MS: i64 = 5_000;
+/// How long a freshly started container may take to open the daemon's port.
+const CONTAINER_READY_MS: i64 = 60_000;
+
+#[durable_object]
+pub struct SandboxObject {
+    state: State,
+    env: Env,
+    /// When this instance last made sure the daemon has the sandbox (0: never).
+    ensured_at: Cell<i64>,
+}
+
+impl DurableObject for SandboxObject {
+    fn new(state: State, env: Env) -> Self {
+        if let Err(e) = store::create_schema(&state.storage().sql()) {
+            console_error!("sandbox schema: {e}");
+        }
+        Self {
+            state,
+            env,
+            ensured_at: Cell::new(0),
+        }
+    }
+
+    async fn fetch(&self, req: Request) -> worker::Result<Response> {
+        if req.path().starts_with("/preview/") {
+            return match self.preview(req).await {
+                Ok(response) => Ok(response),
+                Err(e) => Ok(crate::http::json(
+                    e.http_status(),
+                    &serde_json::json!({"error": e.message}),
+                )),
+            };
+        }
+        let result = match rpc::read_op::<SandboxOp>(req).await {
+            Ok(op) => self.handle(op).await,
+            Err(e) => Err(e),
+        };
+        rpc::reply(result)
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        if let Err(e) = self.idle_check().await {
+            console_error!("sandbox alarm: {e}");
+        }
+        Response::ok("")
+    }
+}
+
+impl SandboxObject {
+    fn sql(&self) -> SqlStorage {
+        self.state.storage().sql()
+    }
+
+    /// The record of a live (not deleted) sandbox.
+    fn record(&self) -> Result<SandboxRecord> {
+        match store::load(&self.sql())? {
+            Some(r) if r.status != Status::Deleted => Ok(r),
+            Some(r) => Err(Error::not_found(format!("sandbox {} was deleted", r.id))),
+            None => Err(Error::not_found("sandbox not found")),
+        }
+    }
+
+    async fn handle(&self, op: SandboxOp) -> Result<serde_json::Value> {
+        let value = match op {
+            SandboxOp::Create {
+                id,
+                name,
+                created_by,
+                spec,
+                idle_timeout_s,
+                metadata,
+            } => {
+                if store::load(&self.sql())?.is_some() {
+                    return Err(Error::conflict(format!("sandbox {id} already exists")));
+                }
+                let now = now_ms();
+                let mut record = SandboxRecord {
+                    id,
+                    name,
+                    created_by,
+                    created_at: now,
+                    status: Status::Running,
+                    spec,
+                    idle_timeout_s,
+                    metadata,
+                    last_active_at: now,
+                    daemon_created_at: None,
+                    snapshot_key: None,
+                    snapshot_bytes: None,
+                    snapshot_at: None,
+                };
+                let daemon = self.daemon(&record.id).await?;
+                let state = daemon.put(&record.spec).await?;
+                record.daemon_created_at = Some(state.created_at);
+                store::save(&self.sql(), &record)?;
+                self.ensured_at.set(now);
+                self.schedule_idle(&record).await?;
+                Ledger::get(&self.env)?.register_sandbox(&record).await?;
+                serde_json::to_value(self.info(record, Some(state), &daemon).await)?
+            }
+            SandboxOp::Info => {
+                let record = self.record()?;
+                let value = if record.status == Status::Running {
+                    match self.daemon(&record.id).await {
+                        Ok(daemon) => {
+                            let state = daemon.state().await.ok();
+                            self.info(record, state, &daemon).await
+                        }
+                        Err(_) => SandboxInfo {
+                            record,
+                            daemon: None,
+                            ports: Vec::new(),
+                        },
+                    }
+                } else {
+                    SandboxInfo {
+                        record,
+                        daemon: None,
+                        ports: Vec::new(),
+                    }
+                };
+                serde_json::to_value(value)?
+            }
+            SandboxOp::Exec { request } => {
+                serde_json::to_value(self.ready().await?.exec(&request).await?)?
+            }
+            SandboxOp::ReadFile { path, encoding } => {
+                serde_json::to_value(self.ready().await?.read_file(&path, encoding).await?)?
+            }
+            SandboxOp::WriteFile { path, base64 } => {
+                let bytes = B64
+                    .decode(base64)
+                    .map_err(|_| Error::invalid("file content is not valid base64"))?;
+                serde_json::to_value(self.ready().await?.write_file(&path, bytes).await?)?
+            }
+            SandboxOp::ListFiles { path } => {
+                serde_json::to_value(self.ready().await?.list(&path).await?)?
+            }
+            SandboxOp::ZipDir { path } => {
+                let bytes = self.ready().await?.zip(&path).await?;
+                serde_json::to_value(Zipped {
+                    size: bytes.len() as u64,
+                    base64: B64.encode(bytes),
+                })?
+            }
+            SandboxOp::Pause => serde_json::to_value(self.pause().await?)?,
+            SandboxOp::Resume => {
+                let daemon = self.ready().await?;
+                let record = self.record()?;
+                let state = daemon.state().await.ok();
+                serde_json::to_value(self.info(record, state, &daemon).await)?
+            }
+            SandboxOp::Delete => serde_json::to_value(self.delete().await?)?,
+            SandboxOp::Egress { limit, verdict } => {
+                serde_json::to_value(self.ready().await?.egress(limit, verdict).await?)?
+            }
+        };
+        Ok(value)
+    }
+
+    async fn info(
+        &self,
+        record: SandboxRecord,
+        state: Option<handoff_wire::SandboxState>,
+        daemon: &Daemon,
+    ) -> SandboxInfo {
+        let ports = match &state {
+            Some(s) if s.status == handoff_wire::SandboxStatus::Running => {
+                daemon.ports().await.map(|p| p.ports).unwrap_or_default()
+            }
+            _ => Vec::new(),
+        };
+        SandboxInfo {
+            record,
+            daemon: state,
+            ports,
+        }
+    }
+
+    /// The daemon for this sandbox on whichever backend this deployment has.
+    async fn daemon(&self, id: &str) -> Result<Daemon> {
+        if let Some(container) = self.state.container() {
+            if !container.running() {
+                start_container(&container, &self.env)?;
+            }
+            let fetcher = container.get_tcp_port(CONTAINER_PORT)?;
+            let daemon = Daemon::new(&self.env, Transport::Container(fetcher), id)?;
+            wait_for_container(&daemon).await?;
+            return Ok(daemon);
+        }
+        match config::sandbox_daemon_url(&self.env) {
+            Some(base) => Daemon::new(&self.env, Transport::Local { base }, id),
+            None => Err(Error::unavailable(format!(
+                "this deployment has no sandbox backend: set {} to a running sandbox daemon \
+                 (cargo xtask dev starts one) or deploy with Cloudflare Containers",
+                config::SANDBOX_DAEMON_URL
+            ))),
+        }
+    }
+
+    /// The daemon, with the sandbox present and running on it: a paused sandbox is restored
+    /// from its snapshot, and one the daemon lost is recreated and restored.
+    async fn ready(&self) -> Result<Daemon> {
+        let mut record = self.record()?;
+        let daemon = self.daemon(&record.id).await?;
+        let now = now_ms();
+        if record.status == Status::Paused {
+            let state = daemon.put(&record.spec).await?;
+            self.restore_snapshot(&record, &daemon).await?;
+            record.status = Status::Running;
+            record.daemon_created_at = Some(state.created_at);
+            record.last_active_at = now;
+            store::save(&self.sql(), &record)?;
+            self.ensured_at.set(now);
+            self.sandbox_status_changed(&record).await;
+        } else if now - self.ensured_at.get() > ENSURE_EVERY_MS {
+            let state = daemon.put(&record.spec).await?;
+            if record.daemon_created_at != Some(state.created_at) {
+                // The daemon started this sandbox afresh: bring back the last snapshot.
+                self.restore_snapshot(&record, &daemon).await?;
+                record.daemon_created_at = Some(state.created_at);
+                store::save(&self.sql(), &record)?;
+            }
+            self.ensured_at.set(now);
+        }
+        if now - record.last_active_at > TOUCH_EVERY_MS {
+            record.last_active_at = now;
+            store::save(&self.sql(), &record)?;
+            self.schedule_idle(&record).await?;
+        }
+        Ok(daemon)
+    }
+
+    async fn restore_snapshot(&self, record: &SandboxRecord, daemon: &Daemon) -> Result<()> {
+        let Some(key) = &record.snapshot_key else {
+            return Ok(());
+        };
+        let bucket = self.env.bucket(BUCKET)?;
+        let object = bucket
+            .get(key.as_str())
+            .execute()
+            .await?
+            .ok_or_else(|| Error::internal(format!("snapshot {key} is missing from R2")))?;
+        let body = object
+            .body()
+            .ok_or_else(|| Error::internal("snapshot has no body"))?;
+        let stream = match body.response_body()? {
+            ResponseBody::Stream(stream) => JsValue::from(stream),
+            ResponseBody::Body(bytes) => js_sys::Uint8Array::from(bytes.as_slice()).into(),
+            ResponseBody::Empty => JsValue::NULL,
+        };
+        daemon.restore(stream).await?;
+        Ok(())
+    }
+
+    /// Snapshots the workspace to R2 and stops the sandbox's processes.
+    async fn pause(&self) -> Result<SandboxInfo> {
+        let mut record = self.record()?;
+        if record.status == Status::Paused {
+            return Ok(SandboxInfo {
+                record,
+                daemon: None,
+                ports: Vec::new(),
+            });
+        }
+        let daemon = self.daemon(&record.id).await?;
+        let snapshot = daemon.snapshot().await?;
+        let size = snapshot
+            .headers()
+            .get("content-length")
+            .ok()
+            .flatten()
+            .and_then(|v| v.parse::<i64>().ok());
+        let ResponseBody::Stream(stream) = snapshot.body().clone() else {
+            return Err(Error::internal("the daemon sent an empty snapshot"));
+        };
+        let now = now_ms();
+        let key = format!("sandboxes/{}/workspace-{now}.tar.gz", record.id);
+        let bucket = self.env.bucket(BUCKET)?;
+        bucket
+            .put(key.as_str(), Data::ReadableStream(stream))
+            .execute()
+            .await?;
+        daemon.stop().await?;
+        if let Some(old) = record.snapshot_key.replace(key) {
+            let _ = bucket.delete(old).await;
+        }
+        record.snapshot_bytes = size;
+        record.snapshot_at = Some(now);
+        record.status = Status::Paused;
+        store::save(&self.sql(), &record)?;
+        if let Some(container) = self.state.container() {
+            let _ = container.destroy(None).await;
+        }
+        self.sandbox_status_changed(&record).await;
+        Ok(SandboxInfo {
+            record,
+            daemon: None,
+            ports: Vec::new(),
+        })
+    }
+
+    async fn delete(&self) -> Result<Ack> {
+        let mut record = self.record()?;
+        match self.daemon(&record.id).await {
+            Ok(daemon) => match daemon.delete().await {
+                Ok(()) => {}
+                Err(e) if e.kind == ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+        if let Some(key) = record.snapshot_key.take() {
+            let _ = self.env.bucket(BUCKET)?.delete(key).await;
+        }
+        record.status = Status::Deleted;
+        store::save(&self.sql(), &record)?;
+        self.state.storage().delete_alarm().await?;
+        if let Some(container) = self.state.container() {
+            let _ = container.destroy(None).await;
+        }
+        self.sandbox_status_changed(&record).await;
+        Ok(Ack {})
+    }
+
+    async fn sandbox_status_changed(&self, record: &SandboxRecord) {
+        let result = match Ledger::get(&self.env) {
+            Ok(ledger) => ledger.sandbox_status(&record.id, record.status).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            console_error!("sandbox {}: recording status: {e}", record.id);
+        }
+    }
+
+    async fn schedule_idle(&self, record: &SandboxRecord) -> Result<()> {
+        let at = record.last_active_at + record.idle_timeout_s * 1000;
+        self.state.storage().set_alarm(alarm_offset(at)).await?;
+        Ok(())
+    }
+
+    /// Pauses the sandbox once it has been idle for its timeout.
+    async fn idle_check(&self) -> Result<()> {
+        let record = match self.record() {
+            Ok(r) if r.status == Status::Running => r,
+            _ => return Ok(()),
+        };
+        if now_ms() - record.last_active_at >= record.idle_timeout_s * 1000 {
+            self.pause().await?;
+        } else {
+            self.schedule_idle(&record).await?;
+        }
+        Ok(())
+    }
+
+    /// `/preview/<port>/<path>`: forwards the request to that port in the sandbox.
+    async fn preview(&self, req: Request) -> Result<Response> {
+        let path = req.path();
+        let rest = path.trim_start_matches("/preview/");
+        let (port, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        let port: u16 = port
+            .parse()
+            .map_err(|_| Error::invalid("bad preview port"))?;
+        let query = req
+            .url()?
+            .query()
+            .map(|q| format!("?{q}"))
+            .unwrap_or_default();
+        let daemon = self.ready().await?;
+        daemon
+            .forward(&req, &format!("/ports/{port}/http/{tail}{query}"))
+            .await
+    }
+}
+
+/// Starts the container with the daemon's secret (the only configuration it needs).
+fn start_container(container: &worker::Container, env: &Env) -> Result<()> {
+    let secret = config::get(env, config::DAEMON_SECRET).unwrap_or_default();
+    let options = js_sys::Object::new();
+    let vars = js_sys::Object::new();
+    js_sys::Reflect::set(&vars, &"SANDBOX_DAEMON_SECRET".into(), &secret.into())
+        .map_err(|_| Error::internal("container env"))?;
+    js_sys::Reflect::set(&options, &"env".into(), &vars)
+        .map_err(|_| Error::internal("container options"))?;
+    js_sys::Reflect::set(&options, &"enableInternet".into(), &JsValue::TRUE)
+        .map_err(|_| Error::internal("container options"))?;
+    let start = js_sys::Reflect::get(container.as_ref(), &"start".into())
+        .map_err(|_| Error::internal("container.start missing"))?;
+    let start: js_sys::Function = start.into();
+    start
+        .call1(container.as_ref(), &options)
+        .map_err(|e| Error::unavailable(format!("the container did not start: {e:?}")))?;
+    Ok(())
+}
+
+/// Retries the daemon's health endpoint until a new container's port opens.
+async fn wait_for_container(daemon: &Daemon) -> Result<()> {
+    let deadline = now_ms() + CONTAINER_READY_MS;
+    loop {
+        match daemon.health().await {
+            Ok(()) => return Ok(()),
+            Err(e) if now_ms() > deadline => {
+                return Err(Error::unavailable(format!(
+                    "the sandbox container did not become ready: {}",
+                    e.message
+                )))
+            }
+            Err(_) => Delay::from(Duration::from_millis(250)).await,
+        }
+    }
+}

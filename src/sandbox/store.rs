@@ -1,0 +1,143 @@
+//! The one-row SQLite record a sandbox object keeps about its sandbox.
+
+use crate::error::{Error, Result};
+use handoff_wire::SandboxSpec;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use worker::SqlStorage;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS sandbox (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  idle_timeout_s INTEGER NOT NULL,
+  metadata TEXT NOT NULL,
+  last_active_at INTEGER NOT NULL,
+  daemon_created_at INTEGER,
+  snapshot_key TEXT,
+  snapshot_bytes INTEGER,
+  snapshot_at INTEGER
+);
+";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Running,
+    Paused,
+    Deleted,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Paused => "paused",
+            Status::Deleted => "deleted",
+        }
+    }
+
+    fn parse(s: &str) -> Status {
+        match s {
+            "paused" => Status::Paused,
+            "deleted" => Status::Deleted,
+            _ => Status::Running,
+        }
+    }
+}
+
+/// What the object knows about its sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxRecord {
+    pub id: String,
+    pub name: String,
+    pub created_by: String,
+    pub created_at: i64,
+    pub status: Status,
+    pub spec: SandboxSpec,
+    pub idle_timeout_s: i64,
+    pub metadata: Map<String, Value>,
+    pub last_active_at: i64,
+    /// The daemon's `created_at` for this sandbox when last seen: a different value means the
+    /// daemon lost the workspace (a new container) and it must be restored.
+    pub daemon_created_at: Option<i64>,
+    pub snapshot_key: Option<String>,
+    pub snapshot_bytes: Option<i64>,
+    pub snapshot_at: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct Row {
+    id: String,
+    name: String,
+    created_by: String,
+    created_at: i64,
+    status: String,
+    spec: String,
+    idle_timeout_s: i64,
+    metadata: String,
+    last_active_at: i64,
+    daemon_created_at: Option<i64>,
+    snapshot_key: Option<String>,
+    snapshot_bytes: Option<i64>,
+    snapshot_at: Option<i64>,
+}
+
+pub fn create_schema(sql: &SqlStorage) -> Result<()> {
+    sql.exec(SCHEMA, None)?;
+    Ok(())
+}
+
+pub fn load(sql: &SqlStorage) -> Result<Option<SandboxRecord>> {
+    let Some(row) = sql
+        .exec("SELECT * FROM sandbox LIMIT 1", None)?
+        .to_array::<Row>()?
+        .pop()
+    else {
+        return Ok(None);
+    };
+    let decode = |what: &str, e: serde_json::Error| Error::internal(format!("sandbox {what}: {e}"));
+    Ok(Some(SandboxRecord {
+        id: row.id,
+        name: row.name,
+        created_by: row.created_by,
+        created_at: row.created_at,
+        status: Status::parse(&row.status),
+        spec: serde_json::from_str(&row.spec).map_err(|e| decode("spec", e))?,
+        idle_timeout_s: row.idle_timeout_s,
+        metadata: serde_json::from_str(&row.metadata).map_err(|e| decode("metadata", e))?,
+        last_active_at: row.last_active_at,
+        daemon_created_at: row.daemon_created_at,
+        snapshot_key: row.snapshot_key,
+        snapshot_bytes: row.snapshot_bytes,
+        snapshot_at: row.snapshot_at,
+    }))
+}
+
+pub fn save(sql: &SqlStorage, r: &SandboxRecord) -> Result<()> {
+    sql.exec(
+        "INSERT OR REPLACE INTO sandbox (id, name, created_by, created_at, status, spec, idle_timeout_s, \
+         metadata, last_active_at, daemon_created_at, snapshot_key, snapshot_bytes, snapshot_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        vec![
+            r.id.as_str().into(),
+            r.name.as_str().into(),
+            r.created_by.as_str().into(),
+            r.created_at.into(),
+            r.status.as_str().into(),
+            serde_json::to_string(&r.spec)?.into(),
+            r.idle_timeout_s.into(),
+            serde_json::to_string(&r.metadata)?.into(),
+            r.last_active_at.into(),
+            r.daemon_created_at.into(),
+            r.snapshot_key.clone().into(),
+            r.snapshot_bytes.into(),
+            r.snapshot_at.into(),
+        ],
+    )?;
+    Ok(())
+}

@@ -1,0 +1,506 @@
+//! The `sandbox_*` tools: sandboxes as direct tools (create, run commands, files, pause and
+//! resume, previews, network log).
+
+use super::params::check_limit;
+use super::runs::{decode_cursor, encode_cursor};
+use super::sandbox_params::*;
+use super::sandbox_views::*;
+use super::{Ctx, ToolHandler};
+use crate::error::{Error, ErrorKind, Result};
+use crate::ids;
+use crate::links;
+use crate::sandbox::{SandboxClient, SandboxOp};
+use crate::time::{now_ms, rfc3339};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use handoff_wire::{Encoding, ExecRequest, SandboxSpec};
+use rmcp::model::{ContentBlock, ResourceContents, ToolAnnotations};
+
+const SANDBOXES_CURSOR: &str = "sandboxes";
+
+/// Checks the caller's MCP session and returns the client of a sandbox object.
+async fn sandbox(ctx: &Ctx<'_>, id: &str) -> Result<SandboxClient> {
+    check_sandbox_id(id)?;
+    ctx.ledger.check_mcp_session().await?;
+    SandboxClient::get(ctx.env, id)
+}
+
+/// Adds what to do next to a "not found".
+fn not_found_hint(e: Error) -> Error {
+    if e.kind == ErrorKind::NotFound && e.message.starts_with("sandbox") {
+        Error::not_found(format!(
+            "{}; call sandbox_list to see your sandboxes",
+            e.message
+        ))
+    } else {
+        e
+    }
+}
+
+fn annotations(
+    read_only: bool,
+    destructive: bool,
+    idempotent: bool,
+    open_world: bool,
+) -> ToolAnnotations {
+    ToolAnnotations::new()
+        .read_only(read_only)
+        .destructive(destructive)
+        .idempotent(idempotent)
+        .open_world(open_world)
+}
+
+pub struct Create;
+pub struct List;
+pub struct Info;
+pub struct Exec;
+pub struct FilesRead;
+pub struct FilesWrite;
+pub struct FilesList;
+pub struct FilesDownloadDir;
+pub struct Pause;
+pub struct Resume;
+pub struct Delete;
+pub struct PreviewUrl;
+pub struct NetworkLog;
+
+impl ToolHandler for Create {
+    const NAME: &'static str = "sandbox_create";
+    const TITLE: &'static str = "Create a sandbox";
+    type Params = CreateParams;
+    type Output = SandboxView;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(false, false, false, true)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: CreateParams) -> Result<SandboxView> {
+        let name = p.name.unwrap_or_default();
+        check_name(&name)?;
+        let env = p.env.unwrap_or_default();
+        check_env("env", &env)?;
+        let allow_out = p.allow_out.unwrap_or_default();
+        let deny_out = p.deny_out.unwrap_or_default();
+        check_rules("allowOut", &allow_out)?;
+        check_rules("denyOut", &deny_out)?;
+        let metadata = p.metadata.unwrap_or_default();
+        check_metadata(&metadata)?;
+        let idle = idle_timeout(p.idle_timeout_seconds)?;
+        ctx.ledger.check_mcp_session().await?;
+        let id = ids::new_id(ids::SANDBOX);
+        let op = SandboxOp::Create {
+            name: if name.is_empty() { id.clone() } else { name },
+            id: id.clone(),
+            created_by: ctx.principal.id.clone(),
+            spec: SandboxSpec {
+                env,
+                allow_out,
+                deny_out,
+            },
+            idle_timeout_s: i64::from(idle),
+            metadata,
+        };
+        Ok(SandboxClient::get(ctx.env, &id)?.create(op).await?.into())
+    }
+
+    fn summary(out: &SandboxView) -> String {
+        format!(
+            "Sandbox {} created ({}). Run commands with sandbox_exec.",
+            out.sandbox_id,
+            out.isolation
+                .as_ref()
+                .map(|i| format!("isolation {}, network {}", i.level, i.network))
+                .unwrap_or_default()
+        )
+    }
+}
+
+impl ToolHandler for List {
+    const NAME: &'static str = "sandbox_list";
+    const TITLE: &'static str = "List sandboxes";
+    type Params = ListSandboxesParams;
+    type Output = ListSandboxesOutput;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(true, false, true, false)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: ListSandboxesParams) -> Result<ListSandboxesOutput> {
+        let limit = check_limit(p.limit)?;
+        let before = decode_cursor(SANDBOXES_CURSOR, p.cursor.as_deref())?;
+        let page = ctx.ledger.list_sandboxes(limit, before).await?;
+        Ok(ListSandboxesOutput {
+            sandboxes: page.items.into_iter().map(Into::into).collect(),
+            next_cursor: page.next.map(|seq| encode_cursor(SANDBOXES_CURSOR, seq)),
+        })
+    }
+
+    fn summary(out: &ListSandboxesOutput) -> String {
+        format!("{} sandbox(es), newest first.", out.sandboxes.len())
+    }
+}
+
+impl ToolHandler for Info {
+    const NAME: &'static str = "sandbox_info";
+    const TITLE: &'static str = "Sandbox details";
+    type Params = SandboxIdParams;
+    type Output = SandboxView;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(true, false, true, false)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: SandboxIdParams) -> Result<SandboxView> {
+        let client = sandbox(ctx, &p.sandbox_id).await?;
+        Ok(client.info().await.map_err(not_found_hint)?.into())
+    }
+
+    fn summary(out: &SandboxView) -> String {
+        format!("Sandbox {} is {}.", out.sandbox_id, out.status)
+    }
+}
+
+impl ToolHandler for Exec {
+    const NAME: &'static str = "sandbox_exec";
+    const TITLE: &'static str = "Run a command in a sandbox";
+    type Params = ExecParams;
+    type Output = ExecOutput;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(false, true, false, true)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: ExecParams) -> Result<ExecOutput> {
+        check_command(&p.command)?;
+        let env = p.env.unwrap_or_default();
+        check_env("env", &env)?;
+        if let Some(cwd) = &p.cwd {
+            check_path("cwd", cwd)?;
+        }
+        let timeout_ms = exec_timeout(p.timeout_ms)?;
+        let client = sandbox(ctx, &p.sandbox_id).await?;
+        let request = ExecRequest {
+            command: p.command,
+            cwd: p.cwd,
+            env,
+            timeout_ms,
+        };
+        Ok(client.exec(request).await.map_err(not_found_hint)?.into())
+    }
+
+    fn summary(out: &ExecOutput) -> String {
+        match (out.timed_out, out.exit_code) {
+            (true, _) => format!(
+                "Timed out after {} ms; the process group was killed.",
+                out.duration_ms
+            ),
+            (false, Some(code)) => format!("Exit code {code} after {} ms.", out.duration_ms),
+            (false, None) => "Killed by a signal.".to_string(),
+        }
+    }
+}
+
+impl ToolHandler for FilesRead {
+    const NAME: &'static str = "sandbox_files_read";
+    const TITLE: &'static str = "Read a file in a sandbox";
+    type Params = ReadParams;
+    type Output = FileReadOutput;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(true, false, true, false)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: ReadParams) -> Result<FileReadOutput> {
+        check_path("path", &p.path)?;
+        let encoding: Encoding = p.encoding.unwrap_or_default().into();
+        let client = sandbox(ctx, &p.sandbox_id).await?;
+        let file = client
+            .read_file(p.path, encoding)
+            .await
+            .map_err(not_found_hint)?;
+        Ok(FileReadOutput {
+            path: file.path,
+            encoding: match file.encoding {
+                Encoding::Text => "text",
+                Encoding::Base64 => "base64",
+            }
+            .into(),
+            content: file.content,
+            size: file.size,
+        })
+    }
+
+    fn summary(out: &FileReadOutput) -> String {
+        format!("{} ({} bytes, {}).", out.path, out.size, out.encoding)
+    }
+}
+
+impl ToolHandler for FilesWrite {
+    const NAME: &'static str = "sandbox_files_write";
+    const TITLE: &'static str = "Write a file in a sandbox";
+    type Params = WriteParams;
+    type Output = FileWriteOutput;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(false, true, true, false)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: WriteParams) -> Result<FileWriteOutput> {
+        check_path("path", &p.path)?;
+        let base64 = match p.encoding.unwrap_or_default() {
+            FileEncoding::Text => B64.encode(p.content.as_bytes()),
+            FileEncoding::Base64 => {
+                let bytes = B64.decode(p.content.trim()).map_err(|_| {
+                    Error::invalid("`content` is not valid base64 (encoding is base64)")
+                })?;
+                B64.encode(bytes)
+            }
+        };
+        let client = sandbox(ctx, &p.sandbox_id).await?;
+        let written = client
+            .write_file(p.path, base64)
+            .await
+            .map_err(not_found_hint)?;
+        Ok(FileWriteOutput {
+            path: written.path,
+            size: written.size,
+        })
+    }
+
+    fn summary(out: &FileWriteOutput) -> String {
+        format!("Wrote {} bytes to {}.", out.size, out.path)
+    }
+}
+
+impl ToolHandler for FilesList {
+    const NAME: &'static str = "sandbox_files_list";
+    const TITLE: &'static str = "List a directory in a sandbox";
+    type Params = ListFilesParams;
+    type Output = FileListOutput;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(true, false, true, false)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: ListFilesParams) -> Result<FileListOutput> {
+        let path = p.path.unwrap_or_default();
+        check_path("path", &path)?;
+        let client = sandbox(ctx, &p.sandbox_id).await?;
+        let list = client.list_files(path).await.map_err(not_found_hint)?;
+        Ok(FileListOutput {
+            path: list.path,
+            entries: list.entries.into_iter().map(Into::into).collect(),
+            truncated: list.truncated,
+        })
+    }
+
+    fn summary(out: &FileListOutput) -> String {
+        format!("{}: {} entries.", out.path, out.entries.len())
+    }
+}
+
+impl ToolHandler for FilesDownloadDir {
+    const NAME: &'static str = "sandbox_files_download_dir";
+    const TITLE: &'static str = "Download a directory as ZIP";
+    type Params = DownloadDirParams;
+    type Output = DownloadOutput;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(true, false, true, false)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: DownloadDirParams) -> Result<DownloadOutput> {
+        let path = p.path.unwrap_or_default();
+        check_path("path", &path)?;
+        let client = sandbox(ctx, &p.sandbox_id).await?;
+        let zipped = client.zip_dir(path.clone()).await.map_err(not_found_hint)?;
+        let shown = if path.is_empty() {
+            "/home/sandbox".to_string()
+        } else {
+            path
+        };
+        Ok(DownloadOutput {
+            resource_uri: format!(
+                "sandbox://{}{}.zip",
+                p.sandbox_id,
+                normalize_display(&shown)
+            ),
+            path: shown,
+            size_bytes: zipped.size,
+            mime_type: "application/zip".into(),
+            zip_base64: zipped.base64,
+        })
+    }
+
+    fn summary(out: &DownloadOutput) -> String {
+        format!(
+            "{} as a ZIP of {} bytes (embedded resource {}).",
+            out.path, out.size_bytes, out.resource_uri
+        )
+    }
+
+    fn extra_content(out: &DownloadOutput) -> Vec<ContentBlock> {
+        vec![ContentBlock::resource(
+            ResourceContents::BlobResourceContents {
+                uri: out.resource_uri.clone(),
+                mime_type: Some(out.mime_type.clone()),
+                blob: out.zip_base64.clone(),
+                meta: None,
+            },
+        )]
+    }
+}
+
+fn normalize_display(path: &str) -> String {
+    let trimmed = path.trim_start_matches("/home/sandbox").trim_matches('/');
+    if trimmed.is_empty() {
+        "/workspace".into()
+    } else {
+        format!("/{trimmed}")
+    }
+}
+
+impl ToolHandler for Pause {
+    const NAME: &'static str = "sandbox_pause";
+    const TITLE: &'static str = "Pause a sandbox";
+    type Params = SandboxIdParams;
+    type Output = StatusOutput;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(false, false, true, false)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: SandboxIdParams) -> Result<StatusOutput> {
+        let client = sandbox(ctx, &p.sandbox_id).await?;
+        let info = client.pause().await.map_err(not_found_hint)?;
+        Ok(StatusOutput::new(
+            info.record.id,
+            info.record.status,
+            info.record.snapshot_bytes,
+        ))
+    }
+
+    fn summary(out: &StatusOutput) -> String {
+        format!(
+            "Sandbox {} is paused: workspace saved, processes stopped. Any command resumes it.",
+            out.sandbox_id
+        )
+    }
+}
+
+impl ToolHandler for Resume {
+    const NAME: &'static str = "sandbox_resume";
+    const TITLE: &'static str = "Resume a sandbox";
+    type Params = SandboxIdParams;
+    type Output = StatusOutput;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(false, false, true, false)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: SandboxIdParams) -> Result<StatusOutput> {
+        let client = sandbox(ctx, &p.sandbox_id).await?;
+        let info = client.resume().await.map_err(not_found_hint)?;
+        Ok(StatusOutput::new(
+            info.record.id,
+            info.record.status,
+            info.record.snapshot_bytes,
+        ))
+    }
+
+    fn summary(out: &StatusOutput) -> String {
+        format!("Sandbox {} is {}.", out.sandbox_id, out.status)
+    }
+}
+
+impl ToolHandler for Delete {
+    const NAME: &'static str = "sandbox_delete";
+    const TITLE: &'static str = "Delete a sandbox";
+    type Params = SandboxIdParams;
+    type Output = StatusOutput;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(false, true, true, false)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: SandboxIdParams) -> Result<StatusOutput> {
+        let client = sandbox(ctx, &p.sandbox_id).await?;
+        client.delete().await.map_err(not_found_hint)?;
+        Ok(StatusOutput::new(
+            p.sandbox_id,
+            crate::sandbox::Status::Deleted,
+            None,
+        ))
+    }
+
+    fn summary(out: &StatusOutput) -> String {
+        format!("Sandbox {} and its files are deleted.", out.sandbox_id)
+    }
+}
+
+impl ToolHandler for PreviewUrl {
+    const NAME: &'static str = "sandbox_preview_url";
+    const TITLE: &'static str = "Publish a sandbox port";
+    type Params = PreviewParams;
+    type Output = PreviewOutput;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(true, false, false, false)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: PreviewParams) -> Result<PreviewOutput> {
+        let port = preview_port(p.port)?;
+        let ttl = preview_ttl(p.expires_in_seconds)?;
+        let client = sandbox(ctx, &p.sandbox_id).await?;
+        client.info().await.map_err(not_found_hint)?;
+        let expires_at = now_ms() / 1000 + i64::from(ttl);
+        let url = links::preview_url(ctx.env, &ctx.base_url, &p.sandbox_id, port, expires_at)?;
+        Ok(PreviewOutput {
+            url,
+            port,
+            expires_at: rfc3339(expires_at * 1000),
+        })
+    }
+
+    fn summary(out: &PreviewOutput) -> String {
+        format!(
+            "Port {} is published at {} until {}. Links inside the app should be relative.",
+            out.port, out.url, out.expires_at
+        )
+    }
+}
+
+impl ToolHandler for NetworkLog {
+    const NAME: &'static str = "sandbox_network_log";
+    const TITLE: &'static str = "Sandbox network log";
+    type Params = NetworkLogParams;
+    type Output = NetworkLogOutput;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(true, false, true, false)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: NetworkLogParams) -> Result<NetworkLogOutput> {
+        let limit = log_limit(p.limit)?;
+        let client = sandbox(ctx, &p.sandbox_id).await?;
+        let log = client
+            .egress(limit, p.verdict.map(Into::into))
+            .await
+            .map_err(not_found_hint)?;
+        Ok(NetworkLogOutput {
+            entries: log.entries.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    fn summary(out: &NetworkLogOutput) -> String {
+        let blocked = out
+            .entries
+            .iter()
+            .filter(|e| e.verdict == "blocked")
+            .count();
+        format!(
+            "{} outbound connection(s), {blocked} blocked, newest first.",
+            out.entries.len()
+        )
+    }
+}

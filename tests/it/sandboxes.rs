@@ -1,0 +1,583 @@
+//! Sandboxes as MCP tools, through the whole local stack: MCP client → Worker → sandbox Durable
+//! Object → the real sandbox daemon (bubblewrap namespaces, cgroups, egress proxy) → R2.
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use handoff_tests::mcp::read;
+use handoff_tests::worker::with_sandboxes;
+use handoff_tests::Mcp;
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn mcp() -> Mcp {
+    Mcp::connect(&with_sandboxes().1.url("")).await
+}
+
+async fn create(mcp: &Mcp, arguments: Value) -> String {
+    let out = mcp.call_ok("sandbox_create", arguments).await;
+    out["sandboxId"].as_str().expect("sandboxId").to_string()
+}
+
+async fn exec(mcp: &Mcp, id: &str, command: &str) -> Value {
+    mcp.call_ok("sandbox_exec", json!({"sandboxId": id, "command": command}))
+        .await
+}
+
+/// A one-response HTTP server on the host's loopback; returns its port.
+async fn http_server(body: &'static str) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf).await;
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn lifecycle_create_info_list_pause_resume_delete() {
+    let mcp = mcp().await;
+    let created = mcp
+        .call_ok(
+            "sandbox_create",
+            json!({"name": "life", "env": {"GREETING": "hi"}, "metadata": {"team": "x"}}),
+        )
+        .await;
+    let id = created["sandboxId"].as_str().unwrap().to_string();
+    assert_eq!(created["status"], "running");
+    assert_eq!(created["name"], "life");
+    assert_eq!(created["envNames"], json!(["GREETING"]));
+    assert!(
+        !created.to_string().contains("\"hi\""),
+        "env values are not echoed"
+    );
+    let isolation = &created["isolation"];
+    assert_eq!(isolation["level"], "namespaces", "{created:#}");
+    assert_eq!(isolation["network"], "proxy-only");
+    assert!(
+        isolation["limits"]["memoryBytes"].as_u64().is_some(),
+        "cgroup limits reported"
+    );
+
+    assert_eq!(
+        exec(&mcp, &id, "echo $GREETING > note.txt && cat note.txt").await["stdout"],
+        "hi\n"
+    );
+    let listed = mcp.call_ok("sandbox_list", json!({"limit": 100})).await;
+    assert!(listed["sandboxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["sandboxId"] == json!(id)));
+
+    let paused = mcp.call_ok("sandbox_pause", json!({"sandboxId": id})).await;
+    assert_eq!(paused["status"], "paused");
+    assert!(paused["snapshotBytes"].as_i64().unwrap() > 0);
+    let info = mcp.call_ok("sandbox_info", json!({"sandboxId": id})).await;
+    assert_eq!(info["status"], "paused");
+    assert!(info["snapshot"]["bytes"].as_i64().is_some());
+
+    // A command resumes a paused sandbox by itself, files intact.
+    assert_eq!(exec(&mcp, &id, "cat note.txt").await["stdout"], "hi\n");
+    assert_eq!(
+        mcp.call_ok("sandbox_info", json!({"sandboxId": id})).await["status"],
+        "running"
+    );
+    let resumed = mcp
+        .call_ok("sandbox_resume", json!({"sandboxId": id}))
+        .await;
+    assert_eq!(resumed["status"], "running");
+
+    let deleted = mcp
+        .call_ok("sandbox_delete", json!({"sandboxId": id}))
+        .await;
+    assert_eq!(deleted["status"], "deleted");
+    let gone = mcp.call_err("sandbox_info", json!({"sandboxId": id})).await;
+    assert!(
+        gone.contains("deleted") && gone.contains("sandbox_list"),
+        "{gone}"
+    );
+    let listed = mcp.call_ok("sandbox_list", json!({"limit": 100})).await;
+    assert!(!listed["sandboxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["sandboxId"] == json!(id)));
+    let unknown = mcp
+        .call_err(
+            "sandbox_exec",
+            json!({"sandboxId": "sbx_00000000000000000000000000", "command": "true"}),
+        )
+        .await;
+    assert!(
+        unknown.contains("not found") && unknown.contains("sandbox_list"),
+        "{unknown}"
+    );
+}
+
+#[tokio::test]
+async fn exec_reports_exit_codes_stderr_caps_and_timeouts() {
+    let mcp = mcp().await;
+    let id = create(&mcp, json!({})).await;
+    let out = exec(&mcp, &id, "echo out; echo err >&2; exit 7").await;
+    assert_eq!(
+        (
+            out["stdout"].as_str(),
+            out["stderr"].as_str(),
+            out["exitCode"].as_i64()
+        ),
+        (Some("out\n"), Some("err\n"), Some(7))
+    );
+    assert_eq!(out["timedOut"], false);
+    assert_eq!(out["truncated"], false);
+
+    let big = exec(
+        &mcp,
+        &id,
+        "head -c 100000 /dev/zero | tr '\\0' a; echo; echo THE-END",
+    )
+    .await;
+    let stdout = big["stdout"].as_str().unwrap();
+    assert_eq!(big["truncated"], true);
+    assert!(stdout.len() < 34 * 1024, "capped: {}", stdout.len());
+    assert!(
+        stdout.starts_with("aaaa") && stdout.trim_end().ends_with("THE-END"),
+        "head and tail kept"
+    );
+    assert!(stdout.contains("bytes omitted"));
+
+    let slow = mcp
+        .call_ok(
+            "sandbox_exec",
+            json!({"sandboxId": id, "command": "sleep 30 & sleep 20; echo never", "timeoutMs": 500}),
+        )
+        .await;
+    assert_eq!(slow["timedOut"], true, "{slow}");
+    assert!(slow["exitCode"].is_null());
+    assert!(slow["durationMs"].as_u64().unwrap() < 5000);
+    let ps = exec(&mcp, &id, "ps -eo args | grep -c '^sleep' || true").await;
+    assert_eq!(
+        ps["stdout"].as_str().unwrap().trim(),
+        "0",
+        "the whole process group was killed"
+    );
+
+    for (args, needle) in [
+        (
+            json!({"sandboxId": id, "command": "true", "timeoutMs": 0}),
+            "timeoutMs",
+        ),
+        (
+            json!({"sandboxId": id, "command": "true", "timeoutMs": 600001}),
+            "timeoutMs",
+        ),
+        (json!({"sandboxId": id, "command": "  "}), "command"),
+        (json!({"sandboxId": "nope", "command": "true"}), "sandboxId"),
+        (
+            json!({"sandboxId": id, "command": "true", "env": {"1BAD": "x"}}),
+            "env",
+        ),
+    ] {
+        let text = mcp.call_err("sandbox_exec", args.clone()).await;
+        assert!(text.contains(needle), "{args}: {text}");
+    }
+    // A hostile working directory is a directory name, never shell code.
+    let hostile = mcp
+        .call_err(
+            "sandbox_exec",
+            json!({"sandboxId": id, "command": "true", "cwd": "x; touch pwned $(touch pwned2)"}),
+        )
+        .await;
+    assert!(
+        hostile.contains("does not exist") || hostile.contains("directory"),
+        "{hostile}"
+    );
+    let ls = exec(&mcp, &id, "ls").await;
+    assert!(!ls["stdout"].as_str().unwrap().contains("pwned"), "{ls}");
+}
+
+#[tokio::test]
+async fn files_round_trip_caps_and_escapes() {
+    let mcp = mcp().await;
+    let id = create(&mcp, json!({})).await;
+    let written = mcp
+        .call_ok(
+            "sandbox_files_write",
+            json!({"sandboxId": id, "path": "src/deep/hello.txt", "content": "héllo\n"}),
+        )
+        .await;
+    assert_eq!(written["path"], "/home/sandbox/src/deep/hello.txt");
+    let text = mcp
+        .call_ok(
+            "sandbox_files_read",
+            json!({"sandboxId": id, "path": "/home/sandbox/src/deep/hello.txt"}),
+        )
+        .await;
+    assert_eq!(text["content"], "héllo\n");
+    assert_eq!(
+        exec(&mcp, &id, "cat src/deep/hello.txt").await["stdout"],
+        "héllo\n"
+    );
+
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
+    mcp.call_ok("sandbox_files_write", json!({"sandboxId": id, "path": "bin.dat", "content": B64.encode(&bytes), "encoding": "base64"})).await;
+    let back = mcp
+        .call_ok(
+            "sandbox_files_read",
+            json!({"sandboxId": id, "path": "bin.dat", "encoding": "base64"}),
+        )
+        .await;
+    assert_eq!(
+        B64.decode(back["content"].as_str().unwrap()).unwrap(),
+        bytes
+    );
+    let not_text = mcp
+        .call_err(
+            "sandbox_files_read",
+            json!({"sandboxId": id, "path": "bin.dat"}),
+        )
+        .await;
+    assert!(not_text.contains("base64"), "{not_text}");
+
+    let listed = mcp
+        .call_ok(
+            "sandbox_files_list",
+            json!({"sandboxId": id, "path": "src/deep"}),
+        )
+        .await;
+    assert_eq!(listed["entries"][0]["name"], "hello.txt");
+    assert_eq!(listed["entries"][0]["type"], "file");
+    let root = mcp
+        .call_ok("sandbox_files_list", json!({"sandboxId": id}))
+        .await;
+    let names: Vec<&str> = root["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bin.dat", "src"]);
+
+    // 1 MiB read cap, 8 MiB write cap, both with the limit in the message.
+    exec(&mcp, &id, "head -c 1048577 /dev/zero > big.bin").await;
+    let big = mcp
+        .call_err(
+            "sandbox_files_read",
+            json!({"sandboxId": id, "path": "big.bin", "encoding": "base64"}),
+        )
+        .await;
+    assert!(big.contains("1 MiB"), "{big}");
+    let eight = B64.encode(vec![0u8; 8 * 1024 * 1024 + 1]);
+    let too_big = mcp
+        .call_err(
+            "sandbox_files_write",
+            json!({"sandboxId": id, "path": "huge.bin", "content": eight, "encoding": "base64"}),
+        )
+        .await;
+    assert!(too_big.contains("8 MiB"), "{too_big}");
+    let exactly = B64.encode(vec![1u8; 8 * 1024 * 1024]);
+    let ok = mcp
+        .call_ok(
+            "sandbox_files_write",
+            json!({"sandboxId": id, "path": "eight.bin", "content": exactly, "encoding": "base64"}),
+        )
+        .await;
+    assert_eq!(ok["size"], 8 * 1024 * 1024);
+
+    // Traversal and symlink escapes are refused.
+    exec(
+        &mcp,
+        &id,
+        "ln -s /etc/passwd abs-link; ln -s ../../../../etc/passwd rel-link; ln -s / root-link",
+    )
+    .await;
+    for path in [
+        "../etc/passwd",
+        "/etc/passwd",
+        "src/../../x",
+        "abs-link",
+        "rel-link",
+        "root-link/etc/passwd",
+    ] {
+        let refused = mcp
+            .call_err("sandbox_files_read", json!({"sandboxId": id, "path": path}))
+            .await;
+        assert!(
+            refused.contains("outside") || refused.contains(".."),
+            "{path}: {refused}"
+        );
+    }
+    let write_escape = mcp
+        .call_err(
+            "sandbox_files_write",
+            json!({"sandboxId": id, "path": "root-link/tmp/evil", "content": "x"}),
+        )
+        .await;
+    assert!(write_escape.contains("outside"), "{write_escape}");
+
+    let zip = mcp
+        .call(
+            "sandbox_files_download_dir",
+            json!({"sandboxId": id, "path": "src"}),
+        )
+        .await;
+    let result = &zip["result"];
+    assert_eq!(result["isError"], false, "{zip}");
+    let resource = result["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "resource")
+        .expect("embedded resource");
+    assert_eq!(resource["resource"]["mimeType"], "application/zip");
+    let archive = B64
+        .decode(resource["resource"]["blob"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(&archive[..2], b"PK");
+    assert!(
+        archive
+            .windows(15)
+            .any(|w| w == b"deep/hello.txt\0"[..15].as_ref())
+            || String::from_utf8_lossy(&archive).contains("deep/hello.txt")
+    );
+    assert_eq!(result["structuredContent"]["sizeBytes"], archive.len());
+}
+
+#[tokio::test]
+async fn a_preview_url_serves_a_server_inside_the_sandbox() {
+    let mcp = mcp().await;
+    let id = create(&mcp, json!({})).await;
+    mcp.call_ok(
+        "sandbox_files_write",
+        json!({"sandboxId": id, "path": "site/index.html", "content": "<h1>from the sandbox</h1>"}),
+    )
+    .await;
+    exec(
+        &mcp,
+        &id,
+        "cd site && nohup python3 -m http.server 8000 --bind 127.0.0.1 > /tmp/server.log 2>&1 &",
+    )
+    .await;
+    let mut listening = false;
+    for _ in 0..50 {
+        let info = mcp.call_ok("sandbox_info", json!({"sandboxId": id})).await;
+        if info["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["port"] == 8000)
+        {
+            listening = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(listening, "sandbox_info lists port 8000");
+    let preview = mcp
+        .call_ok(
+            "sandbox_preview_url",
+            json!({"sandboxId": id, "port": 8000, "expiresInSeconds": 120}),
+        )
+        .await;
+    let url = preview["url"].as_str().unwrap().to_string();
+    let page = read(reqwest::get(format!("{url}index.html")).await.unwrap()).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert_eq!(page.body, "<h1>from the sandbox</h1>");
+    let root = read(reqwest::get(&url).await.unwrap()).await;
+    assert_eq!(
+        root.status, 200,
+        "directory listing at the root: {}",
+        root.body
+    );
+
+    let tampered = url.replacen("/preview/ey", "/preview/eY", 1);
+    assert_eq!(
+        read(reqwest::get(&tampered).await.unwrap()).await.status,
+        403
+    );
+    let expired = handoff_tests::links::preview_token(&id, 8000, -10);
+    let expired_url = format!(
+        "{}/preview/{expired}/index.html",
+        with_sandboxes().1.url("")
+    );
+    assert_eq!(
+        read(reqwest::get(&expired_url).await.unwrap()).await.status,
+        403
+    );
+    let valid = handoff_tests::links::preview_token(&id, 8000, 60);
+    let valid_url = format!("{}/preview/{valid}/index.html", with_sandboxes().1.url(""));
+    assert_eq!(
+        read(reqwest::get(&valid_url).await.unwrap()).await.status,
+        200,
+        "a token minted the same way works"
+    );
+
+    for (args, needle) in [
+        (json!({"sandboxId": id, "port": 0}), "port"),
+        (json!({"sandboxId": id, "port": 70000}), "port"),
+        (
+            json!({"sandboxId": id, "port": 8000, "expiresInSeconds": 10}),
+            "expiresInSeconds",
+        ),
+    ] {
+        let text = mcp.call_err("sandbox_preview_url", args.clone()).await;
+        assert!(text.contains(needle), "{args}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn the_network_log_shows_allowed_and_blocked_connections() {
+    let allowed_port = http_server("allowed-body").await;
+    let blocked_port = http_server("must-not-arrive").await;
+    let mcp = mcp().await;
+    let id = create(
+        &mcp,
+        json!({"allowOut": [format!("127.0.0.1:{allowed_port}")]}),
+    )
+    .await;
+    // Host loopback is reachable only through the proxy (NO_PROXY would send it to the
+    // sandbox's own loopback), and only where the allow list says so.
+    let out = exec(
+        &mcp,
+        &id,
+        &format!(
+            "export NO_PROXY= no_proxy=; curl -sS -m 5 http://127.0.0.1:{allowed_port}/; echo; \
+             curl -sS -m 5 http://127.0.0.1:{blocked_port}/; echo; \
+             curl -sS -m 3 --noproxy '*' http://127.0.0.1:{allowed_port}/ || echo direct-refused"
+        ),
+    )
+    .await;
+    let stdout = out["stdout"].as_str().unwrap();
+    assert!(stdout.contains("allowed-body"), "{out}");
+    assert!(!stdout.contains("must-not-arrive"), "{out}");
+    assert!(
+        stdout.contains("blocked by the sandbox egress policy"),
+        "{out}"
+    );
+    assert!(
+        stdout.contains("direct-refused"),
+        "no direct route out: {out}"
+    );
+
+    let log = mcp
+        .call_ok("sandbox_network_log", json!({"sandboxId": id}))
+        .await;
+    let entries = log["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{log:#}");
+    assert_eq!(entries[0]["port"], blocked_port, "newest first");
+    assert_eq!(entries[0]["verdict"], "blocked");
+    assert_eq!(entries[1]["port"], allowed_port);
+    assert_eq!(entries[1]["verdict"], "allowed");
+    assert_eq!(entries[1]["host"], "127.0.0.1");
+    assert!(entries[1]["at"].as_str().unwrap().ends_with('Z'));
+    let blocked = mcp
+        .call_ok(
+            "sandbox_network_log",
+            json!({"sandboxId": id, "verdict": "blocked"}),
+        )
+        .await;
+    assert_eq!(blocked["entries"].as_array().unwrap().len(), 1);
+    let bad = mcp
+        .call_err("sandbox_network_log", json!({"sandboxId": id, "limit": 0}))
+        .await;
+    assert!(bad.contains("limit"), "{bad}");
+    let bad_rule = mcp
+        .call_err("sandbox_create", json!({"allowOut": ["http://x y"]}))
+        .await;
+    assert!(bad_rule.contains("allowOut"), "{bad_rule}");
+}
+
+#[tokio::test]
+async fn one_sandbox_cannot_see_another() {
+    let mcp = mcp().await;
+    let a = create(&mcp, json!({"name": "a"})).await;
+    let b = create(&mcp, json!({"name": "b"})).await;
+    mcp.call_ok(
+        "sandbox_files_write",
+        json!({"sandboxId": b, "path": "secret.txt", "content": "b-secret"}),
+    )
+    .await;
+    exec(&mcp, &b, "nohup sleep 300 > /dev/null 2>&1 &").await;
+    let daemon_root = with_sandboxes().0.sandboxes();
+    let b_host_path = daemon_root.join(&b).join("home/secret.txt");
+    assert!(b_host_path.exists());
+    let probe = exec(
+        &mcp,
+        &a,
+        &format!(
+            "cat {} 2>&1; ls /home; ls /root 2>&1; ps -eo pid,args",
+            b_host_path.display()
+        ),
+    )
+    .await;
+    let stdout = probe["stdout"].as_str().unwrap();
+    assert!(!stdout.contains("b-secret"), "{stdout}");
+    assert!(stdout.contains("No such file"), "{stdout}");
+    assert!(
+        stdout.contains("cannot access '/root'"),
+        "the host's /root is hidden: {stdout}"
+    );
+    assert!(
+        !stdout.contains("sleep 300"),
+        "B's processes are invisible to A: {stdout}"
+    );
+    assert!(
+        !stdout.contains("handoff-sandboxd") && !stdout.contains("workerd"),
+        "host processes invisible: {stdout}"
+    );
+    let pid1 = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .unwrap_or_default();
+    assert!(
+        pid1.contains("bwrap") && !pid1.contains(&daemon_root.display().to_string()),
+        "pid 1 does not reveal where workspaces live on the host: {pid1}"
+    );
+    // B's file is nowhere in A's file system.
+    let found = exec(
+        &mcp,
+        &a,
+        "find / -name secret.txt -not -path '/proc/*' 2>/dev/null",
+    )
+    .await;
+    assert_eq!(found["stdout"], "", "{found}");
+    let b_sees_own = exec(&mcp, &b, "cat secret.txt").await;
+    assert_eq!(b_sees_own["stdout"], "b-secret");
+}
+
+#[tokio::test]
+async fn a_paused_sandbox_survives_a_daemon_restart_and_losing_its_files() {
+    let mut daemon = handoff_tests::daemon::Daemon::start();
+    let worker =
+        handoff_tests::Worker::start(handoff_tests::WorkerOptions::default().daemon(&daemon));
+    let mcp = Mcp::connect(&worker.url("")).await;
+    let id = create(&mcp, json!({"name": "durable"})).await;
+    mcp.call_ok(
+        "sandbox_files_write",
+        json!({"sandboxId": id, "path": "work/state.txt", "content": "kept"}),
+    )
+    .await;
+    mcp.call_ok("sandbox_pause", json!({"sandboxId": id})).await;
+    // The daemon restarts and even loses the sandbox's directory: the snapshot in R2 is what
+    // brings the workspace back.
+    daemon.stop();
+    std::fs::remove_dir_all(daemon.sandboxes().join(&id)).expect("remove the sandbox directory");
+    daemon.restart();
+    let out = exec(&mcp, &id, "cat work/state.txt").await;
+    assert_eq!(out["stdout"], "kept", "{out}");
+    // A running sandbox's files survive a plain daemon restart too.
+    exec(&mcp, &id, "echo more > work/more.txt").await;
+    daemon.restart();
+    assert_eq!(
+        exec(&mcp, &id, "cat work/more.txt").await["stdout"],
+        "more\n"
+    );
+}

@@ -1,0 +1,17 @@
+//! Signed links minted the way the Worker mints them (same key, audience and claims), for
+//! checking expiry and tampering from the outside.
+
+use crate::SIGNING_KEY;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde_json::json;
+
+/// A preview token for `port` of `sandbox_id` that expires `exp_offset_secs` from now.
+pub fn preview_token(sandbox_id: &str, port: u16, exp_offset_secs: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let claims = json!({"sub": sandbox_id, "aud": "handoff:preview", "exp": now + exp_offset_secs, "port": port});
+    let key = EncodingKey::from_secret(SIGNING_KEY.as_bytes()).expect("key");
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).expect("token")
+}
