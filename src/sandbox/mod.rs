@@ -35,6 +35,21 @@ const TOUCH_EVERY_MS: i64 = 5_000;
 /// How long a freshly started container may take to open the daemon's port.
 const CONTAINER_READY_MS: i64 = 60_000;
 
+/// Runs a daemon call; if the daemon answers "not found", makes sure it still has the sandbox
+/// (recreating and restoring it if it lost it) and tries once more.
+macro_rules! on_daemon {
+    ($self:ident, |$daemon:ident| $call:expr) => {{
+        let $daemon = $self.ready().await?;
+        match $call.await {
+            Err(e) if e.kind == ErrorKind::NotFound => {
+                $self.ensure(&$daemon).await?;
+                $call.await
+            }
+            other => other,
+        }
+    }};
+}
+
 #[durable_object]
 pub struct SandboxObject {
     state: State,
@@ -156,22 +171,22 @@ impl SandboxObject {
                 serde_json::to_value(value)?
             }
             SandboxOp::Exec { request } => {
-                serde_json::to_value(self.ready().await?.exec(&request).await?)?
+                serde_json::to_value(on_daemon!(self, |d| d.exec(&request))?)?
             }
             SandboxOp::ReadFile { path, encoding } => {
-                serde_json::to_value(self.ready().await?.read_file(&path, encoding).await?)?
+                serde_json::to_value(on_daemon!(self, |d| d.read_file(&path, encoding))?)?
             }
             SandboxOp::WriteFile { path, base64 } => {
                 let bytes = B64
                     .decode(base64)
                     .map_err(|_| Error::invalid("file content is not valid base64"))?;
-                serde_json::to_value(self.ready().await?.write_file(&path, bytes).await?)?
+                serde_json::to_value(on_daemon!(self, |d| d.write_file(&path, bytes.clone()))?)?
             }
             SandboxOp::ListFiles { path } => {
-                serde_json::to_value(self.ready().await?.list(&path).await?)?
+                serde_json::to_value(on_daemon!(self, |d| d.list(&path))?)?
             }
             SandboxOp::ZipDir { path } => {
-                let bytes = self.ready().await?.zip(&path).await?;
+                let bytes = on_daemon!(self, |d| d.zip(&path))?;
                 serde_json::to_value(Zipped {
                     size: bytes.len() as u64,
                     base64: B64.encode(bytes),
@@ -186,7 +201,7 @@ impl SandboxObject {
             }
             SandboxOp::Delete => serde_json::to_value(self.delete().await?)?,
             SandboxOp::Egress { limit, verdict } => {
-                serde_json::to_value(self.ready().await?.egress(limit, verdict).await?)?
+                serde_json::to_value(on_daemon!(self, |d| d.egress(limit, verdict))?)?
             }
         };
         Ok(value)
@@ -248,14 +263,7 @@ impl SandboxObject {
             self.ensured_at.set(now);
             self.sandbox_status_changed(&record).await;
         } else if now - self.ensured_at.get() > ENSURE_EVERY_MS {
-            let state = daemon.put(&record.spec).await?;
-            if record.daemon_created_at != Some(state.created_at) {
-                // The daemon started this sandbox afresh: bring back the last snapshot.
-                self.restore_snapshot(&record, &daemon).await?;
-                record.daemon_created_at = Some(state.created_at);
-                store::save(&self.sql(), &record)?;
-            }
-            self.ensured_at.set(now);
+            record = self.ensure(&daemon).await?;
         }
         if now - record.last_active_at > TOUCH_EVERY_MS {
             record.last_active_at = now;
@@ -263,6 +271,20 @@ impl SandboxObject {
             self.schedule_idle(&record).await?;
         }
         Ok(daemon)
+    }
+
+    /// Makes sure the daemon has this sandbox; if it had to create it afresh (a new container,
+    /// a lost directory), the last snapshot is restored into it.
+    async fn ensure(&self, daemon: &Daemon) -> Result<SandboxRecord> {
+        let mut record = self.record()?;
+        let state = daemon.put(&record.spec).await?;
+        if record.daemon_created_at != Some(state.created_at) {
+            self.restore_snapshot(&record, daemon).await?;
+            record.daemon_created_at = Some(state.created_at);
+            store::save(&self.sql(), &record)?;
+        }
+        self.ensured_at.set(now_ms());
+        Ok(record)
     }
 
     async fn restore_snapshot(&self, record: &SandboxRecord, daemon: &Daemon) -> Result<()> {

@@ -580,4 +580,32 @@ async fn a_paused_sandbox_survives_a_daemon_restart_and_losing_its_files() {
         exec(&mcp, &id, "cat work/more.txt").await["stdout"],
         "more\n"
     );
+    // A running sandbox whose files the daemon lost comes back from its last snapshot at once
+    // (the object notices the daemon's "not found", recreates the sandbox and restores it).
+    daemon.stop();
+    std::fs::remove_dir_all(daemon.sandboxes().join(&id)).expect("remove the sandbox directory");
+    daemon.restart();
+    let restored = exec(&mcp, &id, "cat work/state.txt; ls work").await;
+    assert_eq!(restored["stdout"], "keptstate.txt\n", "{restored}");
+}
+
+#[tokio::test]
+async fn an_idle_sandbox_pauses_itself_and_resumes_on_demand() {
+    let mcp = mcp().await;
+    let id = create(&mcp, json!({"idleTimeoutSeconds": 60})).await;
+    exec(&mcp, &id, "echo idle > idle.txt").await;
+    let mut status = String::new();
+    for _ in 0..90 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let info = mcp.call_ok("sandbox_info", json!({"sandboxId": id})).await;
+        status = info["status"].as_str().unwrap().to_string();
+        if status == "paused" {
+            assert!(info["snapshot"]["bytes"].as_i64().unwrap() > 0);
+            break;
+        }
+    }
+    assert_eq!(status, "paused", "paused after 60 s without activity");
+    assert_eq!(exec(&mcp, &id, "cat idle.txt").await["stdout"], "idle\n");
+    let bad = mcp.call_err("sandbox_create", json!({"idleTimeoutSeconds": 5})).await;
+    assert!(bad.contains("idleTimeoutSeconds"), "{bad}");
 }
