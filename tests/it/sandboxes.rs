@@ -606,6 +606,8 @@ async fn an_idle_sandbox_pauses_itself_and_resumes_on_demand() {
     }
     assert_eq!(status, "paused", "paused after 60 s without activity");
     assert_eq!(exec(&mcp, &id, "cat idle.txt").await["stdout"], "idle\n");
-    let bad = mcp.call_err("sandbox_create", json!({"idleTimeoutSeconds": 5})).await;
+    let bad = mcp
+        .call_err("sandbox_create", json!({"idleTimeoutSeconds": 5}))
+        .await;
     assert!(bad.contains("idleTimeoutSeconds"), "{bad}");
 }

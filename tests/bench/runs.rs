@@ -1,0 +1,205 @@
+//! The runs benchmark: starts a fresh local Worker and prints the foundation's figures —
+//! bundle size, `opencode_get_result` / `opencode_list_runs` latency and throughput with 1 and
+//! 10 clients, and `opencode_list_runs` latency with 100 vs 10,000 runs in the ledger.
+//! It prints what it measured and how that compares with the targets; it never fails on them.
+
+use crate::stats::{measure, report, verdict};
+use handoff_tests::{root, Mcp, Worker, WorkerOptions};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const SAMPLES_ONE_CLIENT: usize = 400;
+const SAMPLES_PER_CLIENT: usize = 100;
+const SESSIONS: usize = 100;
+
+pub async fn run() {
+    bundle_size();
+    let worker = Worker::start(WorkerOptions::default());
+    let base = worker.url("");
+    let mcp = Arc::new(Mcp::connect(&base).await);
+
+    println!("\n== Seeding 100 runs ==");
+    let sessions = seed(&mcp, Vec::new(), 100).await;
+    let run_id = first_run(&mcp).await;
+
+    println!("\n== Latency and throughput (100 runs in the ledger) ==");
+    println!(
+        "{:<34} {:>8} {:>8} {:>9}",
+        "call", "p50 ms", "p99 ms", "req/s"
+    );
+    let get = move |mcp: Arc<Mcp>| {
+        let run_id = run_id.clone();
+        async move {
+            mcp.call_ok("opencode_get_result", json!({"runId": run_id}))
+                .await;
+        }
+    };
+    let list = |mcp: Arc<Mcp>| async move {
+        mcp.call_ok("opencode_list_runs", json!({})).await;
+    };
+    let health = {
+        let url = worker.url("/health");
+        move |mcp: Arc<Mcp>| {
+            let url = url.clone();
+            async move {
+                let response = mcp.http.get(&url).send().await.expect("GET /health");
+                assert_eq!(response.status().as_u16(), 200);
+                response.bytes().await.expect("body");
+            }
+        }
+    };
+    let floor = measure(&mcp, 1, SAMPLES_ONE_CLIENT, health).await;
+    report("GET /health (no storage), 1 client", &floor);
+    let get_one = measure(&mcp, 1, SAMPLES_ONE_CLIENT, get.clone()).await;
+    report("opencode_get_result, 1 client", &get_one);
+    report(
+        "opencode_get_result, 10 clients",
+        &measure(&mcp, 10, SAMPLES_PER_CLIENT, get).await,
+    );
+    let list_100 = measure(&mcp, 1, SAMPLES_ONE_CLIENT, list).await;
+    report("opencode_list_runs, 1 client", &list_100);
+    report(
+        "opencode_list_runs, 10 clients",
+        &measure(&mcp, 10, SAMPLES_PER_CLIENT, list).await,
+    );
+
+    println!("\n== Seeding to 10,000 runs ==");
+    seed(&mcp, sessions, 10_000 - 100).await;
+    let list_10k = measure(&mcp, 1, SAMPLES_ONE_CLIENT, list).await;
+    println!(
+        "{:<34} {:>8} {:>8} {:>9}",
+        "call", "p50 ms", "p99 ms", "req/s"
+    );
+    report("opencode_list_runs, 1 client, 10k", &list_10k);
+    let filtered = |mcp: Arc<Mcp>| async move {
+        mcp.call_ok(
+            "opencode_list_runs",
+            json!({"status": "failed", "limit": 100}),
+        )
+        .await;
+    };
+    report(
+        "list_runs status=failed limit=100",
+        &measure(&mcp, 1, 100, filtered).await,
+    );
+
+    println!("\n== Against the targets ==");
+    let ratio = list_10k.p50 / list_100.p50;
+    println!(
+        "get_result p50 at 1 client: {:.2} ms (target <= 5 ms) {}",
+        get_one.p50,
+        verdict(get_one.p50 <= 5.0)
+    );
+    println!(
+        "of which wrangler dev's own floor (GET /health, no storage): {:.2} ms; handoff's share of get_result: {:.2} ms",
+        floor.p50,
+        get_one.p50 - floor.p50
+    );
+    println!(
+        "list_runs p50, 10,000 vs 100 runs: {:.2} / {:.2} ms = {ratio:.2}x (target <= 1.5x) {}",
+        list_10k.p50,
+        list_100.p50,
+        verdict(ratio <= 1.5)
+    );
+    drop(worker);
+}
+
+fn bundle_size() {
+    let wasm = root().join("build/index_bg.wasm");
+    let bytes = std::fs::read(&wasm).expect("build/index_bg.wasm (run cargo xtask build)");
+    let mut gz = flate(&bytes);
+    gz.flush().ok();
+    let gzipped = gz.len();
+    println!("== Bundle ==");
+    println!(
+        "wasm: {:.2} MB raw, {:.2} MB gzip (target <= 1.5 MB gzip) {}",
+        bytes.len() as f64 / 1e6,
+        gzipped as f64 / 1e6,
+        verdict(gzipped as f64 <= 1.5e6)
+    );
+}
+
+/// gzip -9 of the bytes, by the system's gzip (no compression crate needed for one number).
+fn flate(bytes: &[u8]) -> Vec<u8> {
+    let mut child = std::process::Command::new("gzip")
+        .arg("-9c")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("gzip");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = bytes.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().expect("gzip output");
+    writer.join().ok();
+    out.stdout
+}
+
+/// Creates `count` runs spread over `SESSIONS` sessions with 10 concurrent clients, then waits
+/// until every run has been processed, so measurements see a quiet ledger.
+async fn seed(mcp: &Arc<Mcp>, mut sessions: Vec<String>, count: usize) -> Vec<String> {
+    let started = Instant::now();
+    while sessions.len() < SESSIONS.min(count) {
+        let (_, session) = mcp.start_run("bench seed").await;
+        sessions.push(session);
+    }
+    let created_first = sessions.len().min(count);
+    let remaining = count - created_first;
+    let sessions = Arc::new(sessions);
+    let mut tasks = Vec::new();
+    for client in 0..10 {
+        let mcp = mcp.clone();
+        let sessions = sessions.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in (client..remaining).step_by(10) {
+                let session = &sessions[i % sessions.len()];
+                mcp.call_ok(
+                    "opencode_run_task",
+                    json!({"task": format!("bench seed {i}"), "sessionId": session}),
+                )
+                .await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("seed client");
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!(
+        "created {count} runs in {elapsed:.1} s ({:.0} runs/s with 10 clients)",
+        count as f64 / elapsed
+    );
+    wait_quiet(mcp).await;
+    Arc::try_unwrap(sessions).unwrap_or_else(|arc| (*arc).clone())
+}
+
+async fn wait_quiet(mcp: &Mcp) {
+    let started = Instant::now();
+    loop {
+        let mut active = 0;
+        for status in ["queued", "starting", "running"] {
+            let page = mcp
+                .call_ok("opencode_list_runs", json!({"status": status, "limit": 1}))
+                .await;
+            active += page["runs"].as_array().map_or(0, Vec::len);
+        }
+        if active == 0 {
+            println!(
+                "all runs processed {:.1} s after seeding",
+                started.elapsed().as_secs_f64()
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn first_run(mcp: &Mcp) -> String {
+    let page: Value = mcp.call_ok("opencode_list_runs", json!({"limit": 1})).await;
+    page["runs"][0]["runId"]
+        .as_str()
+        .expect("a run")
+        .to_string()
+}

@@ -1,0 +1,105 @@
+//! The sandbox benchmark: `sandbox_exec` of `true` through the whole stack (MCP → Worker →
+//! sandbox Durable Object → daemon → nsenter into the sandbox) with its share, create-to-ready,
+//! and the daemon's resident memory when idle.
+
+use crate::stats::{measure, report, verdict};
+use handoff_tests::daemon::Daemon;
+use handoff_tests::{Mcp, Worker, WorkerOptions};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Instant;
+
+const CREATES: usize = 20;
+
+pub async fn run() {
+    let daemon = Daemon::start();
+    let worker = Worker::start(WorkerOptions::default().daemon(&daemon));
+    let mcp = Arc::new(Mcp::connect(&worker.url("")).await);
+    let pid = daemon.pgid().expect("daemon pid") as u32;
+    let idle_before = rss_kib(pid);
+
+    println!("\n== Sandboxes ==");
+    let mut create_ms = Vec::new();
+    let mut ready_ms = Vec::new();
+    let mut first = String::new();
+    for _ in 0..CREATES {
+        let started = Instant::now();
+        let out = mcp.call_ok("sandbox_create", json!({})).await;
+        create_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        let id = out["sandboxId"].as_str().expect("sandboxId").to_string();
+        let done = mcp
+            .call_ok("sandbox_exec", json!({"sandboxId": id, "command": "true"}))
+            .await;
+        assert_eq!(done["exitCode"], 0);
+        ready_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        if first.is_empty() {
+            first = id;
+        }
+    }
+    let p50 = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let ready = p50(&mut ready_ms);
+    println!(
+        "sandbox_create p50 {:.1} ms; create → first exec done p50 {ready:.1} ms over {CREATES} sandboxes (target <= 300 ms) {}",
+        p50(&mut create_ms),
+        verdict(ready <= 300.0)
+    );
+
+    println!(
+        "{:<34} {:>8} {:>8} {:>9}",
+        "call", "p50 ms", "p99 ms", "req/s"
+    );
+    let ping = |mcp: Arc<Mcp>| async move {
+        mcp.request("ping", json!({})).await;
+    };
+    let floor = measure(&mcp, 1, 300, ping).await;
+    report("ping (session check only)", &floor);
+    let exec = {
+        let id = first.clone();
+        move |mcp: Arc<Mcp>| {
+            let id = id.clone();
+            async move {
+                mcp.call_ok("sandbox_exec", json!({"sandboxId": id, "command": "true"}))
+                    .await;
+            }
+        }
+    };
+    let one = measure(&mcp, 1, 300, exec.clone()).await;
+    report("sandbox_exec true, 1 client", &one);
+    report(
+        "sandbox_exec true, 10 clients",
+        &measure(&mcp, 10, 30, exec).await,
+    );
+    println!(
+        "sandbox_exec p50 {:.2} ms (target <= 15 ms) {}; of which MCP + session check {:.2} ms",
+        one.p50,
+        verdict(one.p50 <= 15.0),
+        floor.p50
+    );
+
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let idle_after = rss_kib(pid);
+    println!(
+        "daemon resident memory: {:.1} MiB at start, {:.1} MiB idle with {CREATES} running sandboxes \
+         (each sandbox adds a bwrap init and a sleep process outside the daemon)",
+        idle_before as f64 / 1024.0,
+        idle_after as f64 / 1024.0
+    );
+    drop(worker);
+    drop(daemon);
+}
+
+/// VmRSS of a process in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
