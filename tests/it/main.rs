@@ -3,6 +3,7 @@
 //! own ids); tests that restart or reconfigure the Worker start their own.
 
 mod auth;
+mod daemon_api;
 mod deploy;
 mod durability;
 mod protocol;

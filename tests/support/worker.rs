@@ -68,6 +68,19 @@ pub fn stop_group_at_exit(worker: &Worker) {
     }
 }
 
+/// Stops a daemon kept in a static when the process exits.
+pub fn stop_daemon_at_exit(daemon: &crate::daemon::Daemon) {
+    AT_EXIT_REGISTERED.call_once(|| {
+        // SAFETY: registers a plain function without captured state, run once at exit.
+        unsafe {
+            libc::atexit(cleanup_at_exit);
+        }
+    });
+    if let (Some(pgid), Ok(mut entries)) = (daemon.pgid(), AT_EXIT.lock()) {
+        entries.push((pgid, daemon.dir().clone()));
+    }
+}
+
 /// An instance with a real sandbox daemon as its backend, shared by the sandbox tests.
 pub fn with_sandboxes() -> &'static (crate::daemon::Daemon, Worker) {
     static STACK: OnceLock<(crate::daemon::Daemon, Worker)> = OnceLock::new();
@@ -75,11 +88,7 @@ pub fn with_sandboxes() -> &'static (crate::daemon::Daemon, Worker) {
         let daemon = crate::daemon::Daemon::start();
         let worker = Worker::start(WorkerOptions::default().daemon(&daemon));
         stop_group_at_exit(&worker);
-        if let Some(pgid) = daemon.pgid() {
-            if let Ok(mut entries) = AT_EXIT.lock() {
-                entries.push((pgid, daemon.dir().clone()));
-            }
-        }
+        stop_daemon_at_exit(&daemon);
         (daemon, worker)
     })
 }

@@ -1,0 +1,251 @@
+//! The sandbox daemon's own HTTP API, for the parts the MCP tools do not reach yet: per-sandbox
+//! authentication, streaming exec, background processes, malformed requests.
+
+use handoff_tests::daemon::Daemon;
+use handoff_tests::links::daemon_token;
+use handoff_tests::mcp::read;
+use serde_json::{json, Value};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+fn daemon() -> &'static Daemon {
+    static DAEMON: OnceLock<Daemon> = OnceLock::new();
+    DAEMON.get_or_init(|| {
+        let d = Daemon::start();
+        handoff_tests::worker::stop_daemon_at_exit(&d);
+        d
+    })
+}
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    id: String,
+    token: String,
+}
+
+impl Client {
+    async fn new(id: &str) -> Client {
+        let client = Client {
+            http: reqwest::Client::new(),
+            base: format!("{}/v1/sandboxes/{id}", daemon().url()),
+            id: id.to_string(),
+            token: daemon_token(id, 300),
+        };
+        let created = client.send(reqwest::Method::PUT, "", Some(json!({}))).await;
+        assert_eq!(created.status, 200, "{}", created.body);
+        client
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> handoff_tests::RawResponse {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("authorization", format!("Bearer {}", self.token));
+        if let Some(body) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(body.to_string());
+        }
+        read(req.send().await.expect("daemon request")).await
+    }
+}
+
+#[tokio::test]
+async fn every_route_but_health_needs_a_token_for_that_sandbox() {
+    let a = Client::new("auth-a").await;
+    let _b = Client::new("auth-b").await;
+    let health = read(
+        reqwest::get(format!("{}/v1/health", daemon().url()))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(health.status, 200);
+    assert_eq!(health.json()["isolation"]["level"], "namespaces");
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/sandboxes/auth-b/files/list", daemon().url());
+    let none = read(http.get(&url).send().await.unwrap()).await;
+    assert_eq!(none.status, 401);
+    assert_eq!(none.json()["code"], "unauthorized");
+    let wrong_sandbox = read(http.get(&url).bearer_auth(&a.token).send().await.unwrap()).await;
+    assert_eq!(wrong_sandbox.status, 401, "a token for A does not open B");
+    let expired = read(
+        http.get(&url)
+            .bearer_auth(daemon_token("auth-b", -60))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(expired.status, 401);
+    let ok = read(
+        http.get(&url)
+            .bearer_auth(daemon_token("auth-b", 60))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let _ = a.id;
+}
+
+#[tokio::test]
+async fn malformed_requests_get_the_daemons_json_errors() {
+    let c = Client::new("malformed").await;
+    let bad_json = read(
+        c.http
+            .post(format!("{}/exec", c.base))
+            .bearer_auth(&c.token)
+            .body("{not json")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(bad_json.status, 400);
+    assert_eq!(bad_json.json()["code"], "bad_request");
+    let missing = c
+        .send(
+            reqwest::Method::POST,
+            "/exec",
+            Some(json!({"command": "true"})),
+        )
+        .await;
+    assert_eq!(
+        missing.status, 400,
+        "timeout_ms is required: {}",
+        missing.body
+    );
+    let bad_id = read(
+        reqwest::Client::new()
+            .put(format!("{}/v1/sandboxes/BAD..ID", daemon().url()))
+            .bearer_auth(daemon_token("BAD..ID", 60))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(bad_id.status, 400, "{}", bad_id.body);
+    let unknown = c.send(reqwest::Method::GET, "/nope", None).await;
+    assert_eq!(unknown.status, 404);
+    assert_eq!(unknown.json()["code"], "not_found");
+    let no_path = c.send(reqwest::Method::GET, "/files", None).await;
+    assert_eq!(no_path.status, 400);
+    assert!(no_path.body.contains("path"));
+}
+
+#[tokio::test]
+async fn streaming_exec_sends_output_as_it_comes_then_the_exit() {
+    let c = Client::new("stream").await;
+    let response = c
+        .http
+        .post(format!("{}/exec/stream", c.base))
+        .bearer_auth(&c.token)
+        .body(
+            json!({"command": "echo one; sleep 0.5; echo two >&2; exit 3", "timeout_ms": 10000})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let started = std::time::Instant::now();
+    let mut stream = response.bytes_stream();
+    let mut text = String::new();
+    let mut first_at = None;
+    use futures::StreamExt;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.unwrap();
+        if first_at.is_none() {
+            first_at = Some(started.elapsed());
+        }
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let events: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        events.first().unwrap(),
+        &json!({"type": "stdout", "data": "one\n"})
+    );
+    assert!(events.contains(&json!({"type": "stderr", "data": "two\n"})));
+    let exit = events.last().unwrap();
+    assert_eq!(exit["type"], "exit");
+    assert_eq!(exit["exit_code"], 3);
+    assert!(
+        first_at.unwrap() < Duration::from_millis(450),
+        "output arrives before the command ends"
+    );
+}
+
+#[tokio::test]
+async fn background_processes_start_list_log_and_die() {
+    let c = Client::new("procs").await;
+    let started = c
+        .send(
+            reqwest::Method::POST,
+            "/processes",
+            Some(json!({"command": "echo started; echo oops >&2; exec sleep 60"})),
+        )
+        .await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    let id = started.json()["id"].as_u64().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let listed = c
+        .send(reqwest::Method::GET, "/processes", None)
+        .await
+        .json();
+    assert_eq!(listed["processes"][0]["running"], true);
+    let logs = c
+        .send(reqwest::Method::GET, &format!("/processes/{id}/logs"), None)
+        .await
+        .json();
+    assert_eq!(
+        (logs["stdout"].as_str(), logs["stderr"].as_str()),
+        (Some("started\n"), Some("oops\n"))
+    );
+    let killed = c
+        .send(reqwest::Method::DELETE, &format!("/processes/{id}"), None)
+        .await
+        .json();
+    assert_eq!(killed["running"], false, "{killed}");
+    let ps = c
+        .send(
+            reqwest::Method::POST,
+            "/exec",
+            Some(
+                json!({"command": "ps -eo args | grep -c '^sleep 60' || true", "timeout_ms": 5000}),
+            ),
+        )
+        .await
+        .json();
+    assert_eq!(ps["stdout"].as_str().unwrap().trim(), "0");
+    let unknown = c
+        .send(reqwest::Method::GET, "/processes/999/logs", None)
+        .await;
+    assert_eq!(unknown.status, 404);
+    // Stopping the sandbox ends every process; the files stay.
+    c.send(
+        reqwest::Method::POST,
+        "/processes",
+        Some(json!({"command": "echo x > kept.txt; exec sleep 60"})),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stopped = c.send(reqwest::Method::POST, "/stop", None).await.json();
+    assert_eq!(stopped["status"], "stopped");
+    assert_eq!(stopped["processes"], 0);
+    let kept = c
+        .send(reqwest::Method::GET, "/files?path=kept.txt", None)
+        .await
+        .json();
+    assert_eq!(kept["content"], "x\n");
+}
