@@ -219,13 +219,28 @@ async fn serve(sandbox: Arc<Sandbox>, mut client: TcpStream) -> std::io::Result<
         Ok(head) => head,
         Err(reason) => return reply(&mut client, 400, &reason).await,
     };
+    let spec = sandbox.spec();
+    let alias = spec.hosts.get(&head.host).cloned();
+    let (connect_host, connect_port) = match &alias {
+        Some(target) => match split_host_port(target, None) {
+            Ok(target) => target,
+            Err(reason) => return reply(&mut client, 502, &reason).await,
+        },
+        None => (head.host.clone(), head.port),
+    };
     let addrs: Vec<SocketAddr> =
-        match tokio::net::lookup_host((head.host.as_str(), head.port)).await {
+        match tokio::net::lookup_host((connect_host.as_str(), connect_port)).await {
             Ok(addrs) => addrs.collect(),
             Err(_) => Vec::new(),
         };
     let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
-    let (verdict, reason) = decide(&sandbox.spec(), &head.host, head.port, &ips);
+    let (verdict, reason) = match &alias {
+        Some(target) => (
+            Verdict::Allowed,
+            format!("configured host {} -> {target}", head.host),
+        ),
+        None => decide(&spec, &head.host, head.port, &ips),
+    };
     sandbox.egress.record(EgressEntry {
         at: sandbox::now_ms(),
         host: head.host.clone(),
@@ -243,7 +258,7 @@ async fn serve(sandbox: Arc<Sandbox>, mut client: TcpStream) -> std::io::Result<
         .await;
     }
     if addrs.is_empty() {
-        return reply(&mut client, 502, &format!("cannot resolve {}", head.host)).await;
+        return reply(&mut client, 502, &format!("cannot resolve {connect_host}")).await;
     }
     let upstream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&addrs[..])).await
     {
@@ -252,7 +267,7 @@ async fn serve(sandbox: Arc<Sandbox>, mut client: TcpStream) -> std::io::Result<
             return reply(
                 &mut client,
                 502,
-                &format!("cannot connect to {}:{}", head.host, head.port),
+                &format!("cannot connect to {connect_host}:{connect_port}"),
             )
             .await
         }

@@ -100,16 +100,29 @@ pub fn kill_group(child: &Child) {
     }
 }
 
-/// Runs a shell command line to completion.
+/// The program to run: `argv` as given, or the shell command line through `/bin/sh -c`.
+pub fn program(command: &str, argv: Option<&Vec<String>>) -> Result<Vec<String>> {
+    match argv {
+        Some(argv) if argv.first().is_some_and(|p| !p.is_empty()) => Ok(argv.clone()),
+        Some(_) => Err(ApiError::bad_request("argv must name a program")),
+        None if command.trim().is_empty() => {
+            Err(ApiError::bad_request("command must not be empty"))
+        }
+        None => Ok(vec![
+            "/bin/sh".to_string(),
+            "-c".to_string(),
+            command.to_string(),
+        ]),
+    }
+}
+
+/// Runs a command (shell line or argv) to completion.
 pub async fn run(
     registry: &Registry,
     sandbox: &Arc<Sandbox>,
     req: &ExecRequest,
 ) -> Result<ExecResult> {
-    if req.command.trim().is_empty() {
-        return Err(ApiError::bad_request("command must not be empty"));
-    }
-    let argv = vec!["/bin/sh".to_string(), "-c".to_string(), req.command.clone()];
+    let argv = program(&req.command, req.argv.as_ref())?;
     run_argv(
         registry,
         sandbox,
@@ -189,10 +202,7 @@ pub async fn stream(
     req: ExecRequest,
 ) -> Result<mpsc::Receiver<ExecEvent>> {
     let timeout = check_timeout(req.timeout_ms)?;
-    if req.command.trim().is_empty() {
-        return Err(ApiError::bad_request("command must not be empty"));
-    }
-    let argv = vec!["/bin/sh".to_string(), "-c".to_string(), req.command.clone()];
+    let argv = program(&req.command, req.argv.as_ref())?;
     let gate = sandbox.gate.clone().read_owned().await;
     let started = Instant::now();
     let mut child = spawn(&registry, &sandbox, &argv, req.cwd.as_deref(), &req.env).await?;

@@ -25,12 +25,14 @@ use std::sync::Arc;
 
 const USAGE: &str = "\
 usage: handoff-sandboxd [--listen ADDR] [--root DIR] [--isolation auto|namespaces|none]
-                        [--memory-mb N] [--pids N] [--cpu-millis N]
+                        [--tools-dir DIR] [--memory-mb N] [--pids N] [--cpu-millis N]
 
   --listen      address to serve the API on (default 127.0.0.1:3000)
   --root        directory that holds the sandboxes (default ./sandboxes)
   --isolation   auto (default): namespaces when bubblewrap works, else none, said loudly;
                 namespaces: refuse to start without them; none: plain directories
+  --tools-dir   a host directory of programs (e.g. opencode) shown read-only at
+                /opt/handoff/bin in every sandbox, first on PATH
   --memory-mb, --pids, --cpu-millis   per-sandbox limits (defaults 2048, 1024, 2000)
 
 environment:
@@ -40,6 +42,7 @@ environment:
 struct Config {
     listen: String,
     root: PathBuf,
+    tools: Option<PathBuf>,
     isolation: String,
     limits: Limits,
     secret: String,
@@ -49,6 +52,7 @@ fn parse() -> Result<Config, String> {
     let mut config = Config {
         listen: "127.0.0.1:3000".into(),
         root: PathBuf::from("sandboxes"),
+        tools: None,
         isolation: "auto".into(),
         limits: Limits {
             memory_bytes: Some(2048 * 1024 * 1024),
@@ -74,6 +78,7 @@ fn parse() -> Result<Config, String> {
             "--listen" => config.listen = value.clone(),
             "--root" => config.root = PathBuf::from(&value),
             "--isolation" => config.isolation = value.clone(),
+            "--tools-dir" => config.tools = Some(PathBuf::from(&value)),
             "--memory-mb" => config.limits.memory_bytes = Some(number()? * 1024 * 1024),
             "--pids" => config.limits.pids = Some(number()?),
             "--cpu-millis" => config.limits.cpu_millis = Some(number()?),
@@ -120,7 +125,14 @@ async fn run() -> Result<(), String> {
         mode => sandbox::isolation::detect(&root, mode == "namespaces").await?,
     };
     let cgroups = Cgroups::detect(config.limits.clone());
-    let registry = sandbox::Registry::open(root.clone(), host, cgroups)
+    let tools = match &config.tools {
+        Some(dir) => Some(
+            dir.canonicalize()
+                .map_err(|e| format!("--tools-dir {}: {e}", dir.display()))?,
+        ),
+        None => None,
+    };
+    let registry = sandbox::Registry::open(root.clone(), tools, host, cgroups)
         .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
     let isolation = registry.isolation();
     let verifier = auth::Verifier::new(config.secret.as_bytes())?;

@@ -101,11 +101,17 @@ pub async fn proxy(
     let (parts, body) = req.into_parts();
     let mut upstream = Request::builder().method(parts.method).uri(path_and_query);
     for (name, value) in &parts.headers {
-        if !DROP.contains(&name.as_str()) && !name.as_str().starts_with("cf-") {
+        if !DROP.contains(&name.as_str())
+            && !name.as_str().starts_with("cf-")
+            && name.as_str() != handoff_wire::UPSTREAM_AUTHORIZATION
+        {
             upstream = upstream.header(name, value);
         }
     }
     upstream = upstream.header(HeaderName::from_static("host"), format!("127.0.0.1:{port}"));
+    if let Some(value) = parts.headers.get(handoff_wire::UPSTREAM_AUTHORIZATION) {
+        upstream = upstream.header(axum::http::header::AUTHORIZATION, value);
+    }
     let upstream = upstream
         .body(body)
         .map_err(|e| ApiError::bad_request(format!("cannot forward this request: {e}")))?;

@@ -113,9 +113,7 @@ pub async fn start(
     sandbox: &Arc<Sandbox>,
     req: &StartProcess,
 ) -> Result<ProcessInfo> {
-    if req.command.trim().is_empty() {
-        return Err(ApiError::bad_request("command must not be empty"));
-    }
+    let argv = crate::exec::program(&req.command, req.argv.as_ref())?;
     let table = &sandbox.processes;
     table.prune();
     if table.running_count() >= MAX_TRACKED {
@@ -129,7 +127,6 @@ pub async fn start(
     let id = table.next.fetch_add(1, Ordering::SeqCst);
     std::fs::create_dir_all(&table.logs)?;
     let (out_path, err_path) = table.log_paths(id);
-    let argv = vec!["/bin/sh".to_string(), "-c".to_string(), req.command.clone()];
     let mut cmd = sandbox.command(&running, &argv, &cwd, &req.env)?;
     cmd.stdin(Stdio::null())
         .stdout(std::fs::File::create(&out_path)?)
@@ -140,7 +137,10 @@ pub async fn start(
         .map_err(|e| ApiError::internal(format!("could not start the process: {e}")))?;
     let info = ProcessInfo {
         id,
-        command: req.command.clone(),
+        command: req
+            .argv
+            .as_ref()
+            .map_or_else(|| req.command.clone(), |a| a.join(" ")),
         started_at: sandbox::now_ms(),
         running: true,
         exit_code: None,

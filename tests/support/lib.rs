@@ -5,7 +5,9 @@
 
 pub mod blackhole;
 pub mod daemon;
+pub mod forge;
 pub mod links;
+pub mod llm;
 pub mod mcp;
 pub mod worker;
 
@@ -25,4 +27,24 @@ pub const SIGNING_KEY: &str = "test-signing-key-0123456789abcdef-0123456789";
 pub fn root() -> std::path::PathBuf {
     let manifest = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().map(Into::into).unwrap_or(manifest)
+}
+
+/// Serves `app` on a free loopback port from a thread with its own runtime, for the life of the
+/// process (test runtimes come and go with each test; shared servers must outlive them).
+pub fn serve_forever(app: axum::Router) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+            let _ = axum::serve(listener, app).await;
+        });
+    });
+    port
 }

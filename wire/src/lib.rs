@@ -27,6 +27,10 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Header whose value is sent to a proxied sandbox port as `Authorization`.
+pub const UPSTREAM_AUTHORIZATION: &str = "x-handoff-upstream-authorization";
+/// Where tools the daemon provides (`--tools-dir`) appear inside sandboxes; first on PATH.
+pub const TOOLS_DIR: &str = "/opt/handoff/bin";
 /// The `aud` of tokens the daemon accepts.
 pub const TOKEN_AUDIENCE: &str = "handoff-sandboxd";
 /// The workspace inside every sandbox; relative paths are resolved against it.
@@ -97,6 +101,11 @@ pub struct SandboxSpec {
     /// Never reachable, even if allowed.
     #[serde(default)]
     pub deny_out: Vec<String>,
+    /// Names the egress proxy resolves itself: `name` → `host:port` it connects to instead.
+    /// Connections to these names are always allowed (they are configured, not chosen by the
+    /// sandbox) and logged under the name.
+    #[serde(default)]
+    pub hosts: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,8 +131,12 @@ pub struct SandboxState {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ExecRequest {
-    /// A shell command line, run by `/bin/sh -c`.
+    /// A shell command line, run by `/bin/sh -c` (ignored when `argv` is given).
+    #[serde(default)]
     pub command: String,
+    /// A program and its arguments, run without a shell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
     /// Working directory (inside the workspace); default the workspace.
     pub cwd: Option<String>,
     #[serde(default)]
@@ -162,7 +175,12 @@ pub enum ExecEvent {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StartProcess {
+    /// A shell command line, run by `/bin/sh -c` (ignored when `argv` is given).
+    #[serde(default)]
     pub command: String,
+    /// A program and its arguments, run without a shell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
     pub cwd: Option<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,

@@ -55,7 +55,7 @@ pub struct HostIsolation {
 pub async fn detect(scratch: &Path, require: bool) -> Result<HostIsolation, String> {
     let probe_home = scratch.join(format!("probe-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&probe_home);
-    let works = match start_init(&probe_home, &etc_files(), None).await {
+    let works = match start_init(&probe_home, &etc_files(), None, None).await {
         Ok(mut init) => {
             let entered = Command::new("nsenter")
                 .args(nsenter_args(init.pid))
@@ -149,6 +149,7 @@ impl Init {
 pub async fn start_init(
     home: &Path,
     etc: &[PathBuf],
+    tools: Option<&Path>,
     join: Option<super::cgroup::SandboxCgroup>,
 ) -> std::io::Result<Init> {
     let mut args: Vec<String> = [
@@ -187,6 +188,13 @@ pub async fn start_init(
     for entry in etc {
         let entry = entry.display().to_string();
         args.extend(["--ro-bind".to_string(), entry.clone(), entry]);
+    }
+    if let Some(tools) = tools {
+        args.extend([
+            "--ro-bind".to_string(),
+            tools.display().to_string(),
+            handoff_wire::TOOLS_DIR.to_string(),
+        ]);
     }
     args.extend([
         "--bind".to_string(),

@@ -25,6 +25,8 @@ const META_FILE: &str = "sandbox.json";
 
 pub struct Registry {
     root: PathBuf,
+    /// A host directory of tools shown read-only at `TOOLS_DIR` in every sandbox.
+    tools: Option<PathBuf>,
     host: HostIsolation,
     cgroups: Option<Cgroups>,
     etc: Vec<PathBuf>,
@@ -49,6 +51,7 @@ pub struct Sandbox {
     pub processes: processes::Table,
     pub egress: egress::Log,
     isolation: Isolation,
+    tools: Option<PathBuf>,
 }
 
 struct Runtime {
@@ -68,12 +71,14 @@ pub struct Running {
 impl Registry {
     pub fn open(
         root: PathBuf,
+        tools: Option<PathBuf>,
         host: HostIsolation,
         cgroups: Option<Cgroups>,
     ) -> std::io::Result<Registry> {
         std::fs::create_dir_all(&root)?;
         let registry = Registry {
             root,
+            tools,
             host,
             cgroups,
             etc: isolation::etc_files(),
@@ -123,6 +128,7 @@ impl Registry {
             home: dir.join("home"),
             egress: egress::Log::open(dir.join("egress.jsonl")),
             processes: processes::Table::new(dir.join("logs")),
+            tools: self.tools.clone(),
             dir,
             mode: self.host.mode,
             meta: Mutex::new(meta),
@@ -194,11 +200,14 @@ impl Registry {
         };
         let (init, proxy) = match sandbox.mode {
             Mode::Namespaces => {
-                let init = isolation::start_init(&sandbox.home, &self.etc, cgroup.clone())
-                    .await
-                    .map_err(|e| {
-                        ApiError::unavailable(format!("could not start the sandbox: {e}"))
-                    })?;
+                let init = isolation::start_init(
+                    &sandbox.home,
+                    &self.etc,
+                    self.tools.as_deref(),
+                    cgroup.clone(),
+                )
+                .await
+                .map_err(|e| ApiError::unavailable(format!("could not start the sandbox: {e}")))?;
                 let listener = netns::listen(Some(init.pid), PROXY_PORT)
                     .map_err(|e| ApiError::internal(format!("egress proxy: {e}")))?;
                 let proxy = egress::spawn(sandbox.clone(), listener)?;
@@ -327,8 +336,13 @@ impl Sandbox {
     }
 
     fn base_env(&self) -> Vec<(String, String)> {
+        let path = match (&self.tools, self.mode) {
+            (Some(_), Mode::Namespaces) => format!("{}:{SANDBOX_PATH}", handoff_wire::TOOLS_DIR),
+            (Some(dir), Mode::None) => format!("{}:{SANDBOX_PATH}", dir.display()),
+            (None, _) => SANDBOX_PATH.to_string(),
+        };
         let mut env = vec![
-            ("PATH".to_string(), SANDBOX_PATH.to_string()),
+            ("PATH".to_string(), path),
             ("HOME".to_string(), self.workspace_display()),
             ("LANG".to_string(), "C.UTF-8".to_string()),
             ("TERM".to_string(), "dumb".to_string()),
@@ -398,6 +412,21 @@ fn check_spec(spec: &SandboxSpec) -> Result<()> {
     check_env(&spec.env)?;
     for rule in spec.allow_out.iter().chain(&spec.deny_out) {
         egress::check_rule(rule)?;
+    }
+    for (name, target) in &spec.hosts {
+        let name_ok = !name.is_empty()
+            && name.len() <= 253
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.".contains(&b));
+        let target_ok = target.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !name_ok || !target_ok {
+            return Err(ApiError::bad_request(format!(
+                "host alias {name:?} -> {target:?} is not valid: a lower-case host name and a host:port"
+            )));
+        }
     }
     Ok(())
 }

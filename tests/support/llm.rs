@@ -1,0 +1,310 @@
+//! A scripted LLM that speaks the Anthropic Messages API with streaming (the only part of the
+//! stack that cannot exist offline). Each conversation names its script with `[scenario:NAME]`
+//! in the task; the reply is chosen by how many assistant turns follow that task. It checks the
+//! `x-api-key` it receives (the credential proxy must inject the real key) and records every
+//! request for the tests.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One scripted reply.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// Call a tool (`bash`, `write`, …) with this input.
+    Tool(&'static str, Value),
+    /// Finish with text.
+    Text(String),
+    /// Answer with an HTTP error (and a `retry-after-ms` hint so retries are quick).
+    Fail(u16),
+    /// Wait this long before replying with the inner reply.
+    After(Duration, Box<Reply>),
+}
+
+fn bash(command: &str) -> Reply {
+    Reply::Tool(
+        "bash",
+        json!({"command": command, "description": "run a command"}),
+    )
+}
+
+/// The scripts the tests and the demo use.
+pub fn script(scenario: &str, step: usize) -> Reply {
+    let fix = |step: usize| {
+        match step {
+        0 => bash("sh test.sh"),
+        1 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh"),
+        2 => bash("sh test.sh"),
+        _ => Reply::Text(
+            "Fixed add.sh: it subtracted its arguments instead of adding them. The test passes now."
+                .into(),
+        ),
+    }
+    };
+    match scenario {
+        "fix-add" | "demo" => fix(step),
+        "slow-fix" if step == 0 => Reply::After(Duration::from_secs(8), Box::new(fix(0))),
+        "slow-fix" => fix(step),
+        "followup" => match step {
+            0 => bash("echo 'follow-up notes' > NOTES.md"),
+            _ => Reply::Text("Added NOTES.md with follow-up notes.".into()),
+        },
+        "self-commit" => match step {
+            0 => bash("git checkout -b agent/own-branch && printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh && git -c user.name=agent -c user.email=agent@example.invalid commit -qam 'Fix add'"),
+            _ => Reply::Text("Committed the fix on agent/own-branch.".into()),
+        },
+        "env-dump" => match step {
+            0 => bash("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; ps -eo args"),
+            1 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh"),
+            _ => Reply::Text("Looked around and fixed add.sh.".into()),
+        },
+        "no-change" => Reply::Text("Nothing needed changing.".into()),
+        "always-500" => Reply::Fail(500),
+        "slow" => Reply::After(Duration::from_secs(120), Box::new(Reply::Text("too late".into()))),
+        _ => Reply::Text(format!("unknown scenario {scenario:?}")),
+    }
+}
+
+/// What the LLM saw, for assertions.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub scenario: String,
+    pub step: usize,
+    pub messages: usize,
+    pub api_key: String,
+    pub model: String,
+}
+
+struct LlmState {
+    expected_key: String,
+    requests: Mutex<Vec<Recorded>>,
+    ids: AtomicU64,
+}
+
+pub struct ScriptedLlm {
+    pub port: u16,
+    state: Arc<LlmState>,
+}
+
+impl ScriptedLlm {
+    /// Serves on a free loopback port from its own thread for the life of the process.
+    pub fn start(expected_key: &str) -> ScriptedLlm {
+        let state = Arc::new(LlmState {
+            expected_key: expected_key.to_string(),
+            requests: Mutex::new(Vec::new()),
+            ids: AtomicU64::new(1),
+        });
+        let app = Router::new()
+            .route("/v1/messages", post(messages))
+            .with_state(state.clone());
+        let port = crate::serve_forever(app);
+        ScriptedLlm { port, state }
+    }
+
+    /// The base URL to configure as `ANTHROPIC_BASE_URL`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn requests(&self, scenario: &str) -> Vec<Recorded> {
+        self.state
+            .requests
+            .lock()
+            .map(|r| {
+                r.iter()
+                    .filter(|x| x.scenario == scenario)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn all_requests(&self) -> Vec<Recorded> {
+        self.state
+            .requests
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+}
+
+fn text_of(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The scenario named by the latest tagged user message, and the assistant turns since it.
+fn locate(messages: &[Value]) -> (String, usize) {
+    let tagged = messages
+        .iter()
+        .rposition(|m| m["role"] == "user" && text_of(m).contains("[scenario:"));
+    let Some(index) = tagged else {
+        return ("none".into(), 0);
+    };
+    let text = text_of(&messages[index]);
+    let name = text
+        .split("[scenario:")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .unwrap_or("none")
+        .to_string();
+    let step = messages[index + 1..]
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .count();
+    (name, step)
+}
+
+async fn messages(
+    State(state): State<Arc<LlmState>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let api_key = headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    if api_key != state.expected_key {
+        let error = json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}});
+        return (StatusCode::UNAUTHORIZED, axum::Json(error)).into_response();
+    }
+    let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let model = request["model"].as_str().unwrap_or_default().to_string();
+    let system = request["system"].to_string();
+    if system.contains("title generator") {
+        return stream(
+            &state,
+            vec![Block::Text("Scripted title".into())],
+            "end_turn",
+        );
+    }
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let (scenario, step) = locate(&messages);
+    if let Ok(mut log) = state.requests.lock() {
+        log.push(Recorded {
+            scenario: scenario.clone(),
+            step,
+            messages: messages.len(),
+            api_key,
+            model,
+        });
+    }
+    let mut reply = script(&scenario, step);
+    while let Reply::After(delay, inner) = reply {
+        tokio::time::sleep(delay).await;
+        reply = *inner;
+    }
+    match reply {
+        Reply::Tool(name, input) => stream(&state, vec![Block::Tool(name, input)], "tool_use"),
+        Reply::Text(text) => stream(&state, vec![Block::Text(text)], "end_turn"),
+        Reply::Fail(status) => {
+            let error = json!({"type": "error", "error": {"type": "api_error", "message": "scripted provider failure"}});
+            let mut response = (
+                StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                axum::Json(error),
+            )
+                .into_response();
+            response
+                .headers_mut()
+                .insert("retry-after-ms", "20".parse().expect("header value"));
+            response
+        }
+        Reply::After(..) => unreachable!("delays are unwrapped above"),
+    }
+}
+
+enum Block {
+    Text(String),
+    Tool(&'static str, Value),
+}
+
+/// An Anthropic streaming response with the given content blocks.
+fn stream(state: &LlmState, blocks: Vec<Block>, stop_reason: &str) -> Response {
+    let id = state.ids.fetch_add(1, Ordering::SeqCst);
+    let mut events = Vec::new();
+    let mut push = |name: &str, data: Value| {
+        events.push(format!("event: {name}\ndata: {data}\n\n"));
+    };
+    push(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": format!("msg_scripted_{id}"), "type": "message",
+            "role": "assistant", "model": "scripted", "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 120, "output_tokens": 1}}}),
+    );
+    for (index, block) in blocks.into_iter().enumerate() {
+        match block {
+            Block::Text(text) => {
+                push(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+                );
+                push(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}),
+                );
+            }
+            Block::Tool(name, input) => {
+                push(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "tool_use", "id": format!("toolu_scripted_{id}_{index}"), "name": name, "input": {}}}),
+                );
+                push(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
+                );
+            }
+        }
+        push(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        );
+    }
+    push(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": 30}}),
+    );
+    push("message_stop", json!({"type": "message_stop"}));
+    let body = events.concat();
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::from(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_latest_tagged_prompt_decides_the_scenario_and_step() {
+        let messages = vec![
+            json!({"role": "user", "content": "do it [scenario:fix-add]"}),
+            json!({"role": "assistant", "content": [{"type": "tool_use"}]}),
+            json!({"role": "user", "content": [{"type": "tool_result"}]}),
+            json!({"role": "assistant", "content": "done"}),
+            json!({"role": "user", "content": [{"type": "text", "text": "more [scenario:followup]"}]}),
+            json!({"role": "assistant", "content": [{"type": "tool_use"}]}),
+            json!({"role": "user", "content": [{"type": "tool_result"}]}),
+        ];
+        assert_eq!(locate(&messages), ("followup".to_string(), 1));
+        assert_eq!(locate(&messages[..1]), ("fix-add".to_string(), 0));
+    }
+}
