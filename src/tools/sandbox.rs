@@ -96,6 +96,7 @@ impl ToolHandler for Create {
                 env,
                 allow_out,
                 deny_out,
+                hosts: Default::default(),
             },
             idle_timeout_s: i64::from(idle),
             metadata,
@@ -181,6 +182,7 @@ impl ToolHandler for Exec {
         let client = sandbox(ctx, &p.sandbox_id).await?;
         let request = ExecRequest {
             command: p.command,
+            argv: None,
             cwd: p.cwd,
             env,
             timeout_ms,
