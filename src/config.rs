@@ -20,7 +20,31 @@ pub const DAEMON_SECRET: &str = "SANDBOX_DAEMON_SECRET";
 /// Var: the git forge repositories are accepted from.
 pub const FORGE_GIT_URL: &str = "FORGE_GIT_URL";
 
+/// Secrets: the real provider and forge credentials, used only by the credential proxy and the
+/// Worker itself — never handed to a sandbox.
+pub const ANTHROPIC_API_KEY: &str = "ANTHROPIC_API_KEY";
+pub const OPENAI_API_KEY: &str = "OPENAI_API_KEY";
+pub const GITHUB_TOKEN: &str = "GITHUB_TOKEN";
+/// Secret: signs the scoped tokens sandboxes use with the credential proxy.
+pub const PROXY_JWT_SECRET: &str = "PROXY_JWT_SECRET";
+/// Vars: upstreams of the credential proxy.
+pub const ANTHROPIC_BASE_URL: &str = "ANTHROPIC_BASE_URL";
+pub const OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
+pub const FORGE_API_URL: &str = "FORGE_API_URL";
+/// Var: the model runs use when the caller names none (`provider/model`).
+pub const DEFAULT_MODEL: &str = "HANDOFF_DEFAULT_MODEL";
+/// Var: the longest a run may take, start to end.
+pub const MAX_RUN_DURATION: &str = "RUN_MAX_DURATION_SECONDS";
+/// Var: how often a session checks on its working agent.
+pub const POLL_INTERVAL: &str = "RUN_POLL_INTERVAL_MS";
+
 pub const DEFAULT_STALL_TIMEOUT_SECS: u64 = 30 * 60;
+pub const DEFAULT_MAX_RUN_SECS: u64 = 4 * 3600;
+pub const DEFAULT_POLL_INTERVAL_MS: u64 = 2000;
+pub const DEFAULT_MODEL_NAME: &str = "anthropic/claude-sonnet-4-5";
+pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+pub const DEFAULT_FORGE_API_URL: &str = "https://api.github.com";
 pub const DEFAULT_FORGE_GIT_URL: &str = "https://github.com";
 /// Signing keys shorter than this are refused: links signed with them could be forged.
 pub const MIN_SIGNING_KEY_LEN: usize = 32;
@@ -101,19 +125,54 @@ pub fn daemon_secret(env: &Env) -> Option<Vec<u8>> {
         .map(String::into_bytes)
 }
 
-/// The forge host repositories must live on, from `FORGE_GIT_URL` (default github.com).
-pub fn forge_host(env: &Env) -> String {
-    let url = get(env, FORGE_GIT_URL).unwrap_or_else(|| DEFAULT_FORGE_GIT_URL.to_string());
-    host_of(&url).unwrap_or_else(|| "github.com".to_string())
+/// The forge repositories must live on (`FORGE_GIT_URL`, default https://github.com), without a
+/// trailing slash.
+pub fn forge_git_url(env: &Env) -> String {
+    url_var(env, FORGE_GIT_URL, DEFAULT_FORGE_GIT_URL)
 }
 
-/// The `host[:port]` part of an absolute http(s) URL, lower-cased.
-pub fn host_of(url: &str) -> Option<String> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))?;
-    let host = rest.split(['/', '?', '#']).next()?;
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+pub fn forge_api_url(env: &Env) -> String {
+    url_var(env, FORGE_API_URL, DEFAULT_FORGE_API_URL)
+}
+
+pub fn anthropic_base_url(env: &Env) -> String {
+    url_var(env, ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_BASE_URL)
+}
+
+pub fn openai_base_url(env: &Env) -> String {
+    url_var(env, OPENAI_BASE_URL, DEFAULT_OPENAI_BASE_URL)
+}
+
+fn url_var(env: &Env, name: &str, default: &str) -> String {
+    get(env, name)
+        .unwrap_or_else(|| default.to_string())
+        .trim_end_matches('/')
+        .to_string()
+}
+
+pub fn default_model(env: &Env) -> String {
+    get(env, DEFAULT_MODEL).unwrap_or_else(|| DEFAULT_MODEL_NAME.to_string())
+}
+
+pub fn max_run_ms(env: &Env) -> i64 {
+    positive(env, MAX_RUN_DURATION).unwrap_or(DEFAULT_MAX_RUN_SECS) as i64 * 1000
+}
+
+pub fn poll_interval_ms(env: &Env) -> i64 {
+    positive(env, POLL_INTERVAL).unwrap_or(DEFAULT_POLL_INTERVAL_MS) as i64
+}
+
+fn positive(env: &Env, name: &str) -> Option<u64> {
+    get(env, name)
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&v| v > 0)
+}
+
+/// The key proxy tokens are signed with (at least 32 characters), if configured.
+pub fn proxy_secret(env: &Env) -> Option<Vec<u8>> {
+    get(env, PROXY_JWT_SECRET)
+        .filter(|k| k.len() >= MIN_SIGNING_KEY_LEN)
+        .map(String::into_bytes)
 }
 
 /// Problems an operator should know about, shown by `/health` (names only, never values).
@@ -133,6 +192,19 @@ pub fn warnings(env: &Env) -> Vec<String> {
         out.push(format!(
             "no local sandbox backend: {SANDBOX_DAEMON_URL} is not set (fine on Cloudflare with Containers)"
         ));
+    }
+    if proxy_secret(env).is_none() {
+        out.push(format!(
+            "{PROXY_JWT_SECRET} is not set (or shorter than {MIN_SIGNING_KEY_LEN} characters): runs cannot reach the model or the forge"
+        ));
+    }
+    if get(env, ANTHROPIC_API_KEY).is_none() && get(env, OPENAI_API_KEY).is_none() {
+        out.push(format!(
+            "neither {ANTHROPIC_API_KEY} nor {OPENAI_API_KEY} is set: runs have no model"
+        ));
+    }
+    if get(env, GITHUB_TOKEN).is_none() {
+        out.push(format!("{GITHUB_TOKEN} is not set: runs cannot clone private repositories, push or open pull requests"));
     }
     if daemon_secret(env).is_none() {
         out.push(format!(
@@ -154,19 +226,5 @@ mod tests {
         assert_eq!(t[0].value, "abcdefghijklmnop");
         assert_eq!(t[1].name, "token-2");
         assert_eq!(t[1].value, "0123456789abcdefXYZ");
-    }
-
-    #[test]
-    fn host_of_handles_ports_paths_and_garbage() {
-        assert_eq!(
-            host_of("https://GitHub.com/a/b").as_deref(),
-            Some("github.com")
-        );
-        assert_eq!(
-            host_of("http://127.0.0.1:9000").as_deref(),
-            Some("127.0.0.1:9000")
-        );
-        assert_eq!(host_of("ftp://x"), None);
-        assert_eq!(host_of("https://"), None);
     }
 }

@@ -13,6 +13,8 @@ pub enum ErrorKind {
     InvalidInput,
     /// The caller named something that does not exist (a run, a session, an MCP session).
     NotFound,
+    /// A credential was missing, wrong, expired or is no longer valid.
+    Unauthorized,
     /// The request conflicts with existing state (an idempotency key reused for other input).
     Conflict,
     /// The MCP session named by `Mcp-Session-Id` is unknown, expired or ended (HTTP 404, so the
@@ -60,6 +62,7 @@ impl Error {
         match self.kind {
             ErrorKind::InvalidInput => 400,
             ErrorKind::NotFound | ErrorKind::McpSessionGone => 404,
+            ErrorKind::Unauthorized => 401,
             ErrorKind::Conflict => 409,
             ErrorKind::Unavailable => 503,
             ErrorKind::Internal => 500,
@@ -71,6 +74,7 @@ impl Error {
     pub fn from_status(status: u16, message: impl Into<String>) -> Self {
         let kind = match status {
             400 | 413 | 422 => ErrorKind::InvalidInput,
+            401 | 403 => ErrorKind::Unauthorized,
             404 => ErrorKind::NotFound,
             409 => ErrorKind::Conflict,
             503 => ErrorKind::Unavailable,

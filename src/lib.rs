@@ -11,6 +11,7 @@ mod links;
 mod mcp;
 mod page;
 mod preview;
+mod proxy;
 mod rpc;
 mod runs;
 mod sandbox;
@@ -32,6 +33,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         (_, "/mcp") => mcp::handle(req, &env).await,
         (Method::Get, p) if p.starts_with("/runs/") => page::handle(req, &env).await,
         (_, p) if p.starts_with("/preview/") => preview::handle(req, &env).await,
+        (_, p) if p.starts_with("/proxy/") => proxy::handle(req, &env).await,
         (Method::Get, "/") => http::index(),
         _ => Ok(http::not_found(&path)),
     };

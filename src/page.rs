@@ -1,5 +1,7 @@
-//! The run page `/runs/<runId>?token=…`: a signed link shows one run's status, progress and
-//! result, refreshing itself while the run is active. It never shows secrets.
+//! The run page `/runs/<runId>?token=…`: a signed link shows one run's status, live progress
+//! (phase, the agent's steps, tokens, cost) and result, refreshing itself while the run is
+//! active; `/runs/<runId>/transcript?token=…` serves the full agent transcript. No secrets are
+//! ever on either: proxy tokens never reach the ledger and the transcript holds none.
 
 use crate::error::{ErrorKind, Result};
 use crate::http;
@@ -7,12 +9,17 @@ use crate::ids;
 use crate::ledger::Ledger;
 use crate::links;
 use crate::runs::RunRecord;
+use crate::session::transcript_key;
 use crate::time::rfc3339;
 use worker::{Env, Request, Response};
 
 pub async fn handle(req: Request, env: &Env) -> Result<Response> {
     let path = req.path();
-    let run_id = path.trim_start_matches("/runs/").trim_end_matches('/');
+    let rest = path.trim_start_matches("/runs/").trim_end_matches('/');
+    let (run_id, transcript) = match rest.strip_suffix("/transcript") {
+        Some(id) => (id, true),
+        None => (rest, false),
+    };
     if !ids::is_valid(ids::RUN, run_id) {
         return Ok(http::not_found(&path));
     }
@@ -37,6 +44,9 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
             ),
         );
     }
+    if transcript {
+        return serve_transcript(env, run_id).await;
+    }
     let run = match Ledger::get(env)?.get_run(run_id).await {
         Ok(run) => run,
         Err(e) if e.kind == ErrorKind::NotFound => {
@@ -48,10 +58,46 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
         Err(e) => return Err(e),
     };
     let active = !run.status.is_terminal();
-    html(200, &page(&run.title, &run_body(&run), active))
+    let transcript_link = format!("/runs/{run_id}/transcript?token={}", urlencode(&token));
+    html(
+        200,
+        &page(&run.title, &run_body(&run, &transcript_link), active),
+    )
 }
 
-fn run_body(run: &RunRecord) -> String {
+async fn serve_transcript(env: &Env, run_id: &str) -> Result<Response> {
+    let object = env
+        .bucket("ARTIFACTS")?
+        .get(transcript_key(run_id))
+        .execute()
+        .await?;
+    let Some(object) = object else {
+        return html(
+            404,
+            &page(
+                "No transcript",
+                "<p>This run has no transcript (yet).</p>",
+                false,
+            ),
+        );
+    };
+    let body = object
+        .body()
+        .ok_or_else(|| crate::error::Error::internal("empty transcript"))?;
+    let text = body.text().await?;
+    let mut response = Response::ok(text)?;
+    response
+        .headers_mut()
+        .set("content-type", "application/json")?;
+    response.headers_mut().set("cache-control", "no-store")?;
+    Ok(response)
+}
+
+fn urlencode(value: &str) -> String {
+    crate::sandbox::daemon::urlencode(value)
+}
+
+fn run_body(run: &RunRecord, transcript_link: &str) -> String {
     let mut rows = vec![
         row("Status", run.status.as_str()),
         row("Run", &run.id),
@@ -67,8 +113,31 @@ fn run_body(run: &RunRecord) -> String {
     if let Some(at) = run.completed_at {
         rows.push(row("Ended", &rfc3339(at)));
     }
+    let mut steps_html = String::new();
     if let Some(p) = &run.progress {
         rows.push(row("Progress", &format!("{}: {}", p.phase, p.message)));
+        if let Some(d) = &p.detail {
+            let tokens = d.tokens.input + d.tokens.output + d.tokens.reasoning;
+            rows.push(row(
+                "Agent",
+                &format!("{} steps, {tokens} tokens, ${:.4}", d.steps, d.cost_usd),
+            ));
+            if !d.recent.is_empty() {
+                let items: Vec<String> = d
+                    .recent
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "<li><b>{}</b> {} <i>{}</i></li>",
+                            escape(&s.tool),
+                            escape(&s.title),
+                            escape(&s.status)
+                        )
+                    })
+                    .collect();
+                steps_html = format!("<h2>Latest steps</h2><ol>{}</ol>", items.join(""));
+            }
+        }
     }
     if let Some(outcome) = &run.outcome {
         if let Some(summary) = &outcome.summary {
@@ -80,15 +149,35 @@ fn run_body(run: &RunRecord) -> String {
                 escape(url)
             ));
         }
+        if let Some(branch) = &outcome.branch {
+            rows.push(row("Branch pushed", branch));
+        }
+        if let Some(stat) = &outcome.diffstat {
+            rows.push(row("Diff", stat));
+        }
         if !outcome.changed_files.is_empty() {
             rows.push(row("Changed files", &outcome.changed_files.join("\n")));
+        }
+        if !outcome.commits.is_empty() {
+            let commits: Vec<String> = outcome
+                .commits
+                .iter()
+                .map(|c| format!("{} {}", &c.sha[..c.sha.len().min(10)], c.message))
+                .collect();
+            rows.push(row("Commits", &commits.join("\n")));
+        }
+        if outcome.transcript {
+            rows.push(format!(
+                "<tr><th>Transcript</th><td><a href=\"{}\">full agent transcript (JSON)</a></td></tr>",
+                escape(transcript_link)
+            ));
         }
     }
     if let Some(error) = &run.error {
         rows.push(row("Error", &format!("{}: {}", error.code, error.message)));
     }
     format!(
-        "<table>{}</table><h2>Task</h2><pre>{}</pre>",
+        "<table>{}</table>{steps_html}<h2>Task</h2><pre>{}</pre>",
         rows.join(""),
         escape(&run.task)
     )

@@ -85,6 +85,8 @@ pub struct Progress {
     pub phase: String,
     pub message: String,
     pub updated_at: i64,
+    #[serde(default)]
+    pub detail: Option<ProgressDetail>,
 }
 
 /// Why a run failed.
@@ -103,7 +105,40 @@ pub struct Commit {
     pub message: String,
 }
 
-/// What a finished run produced (filled by the agent pipeline).
+/// Tokens the agent's model calls used.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub reasoning: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+/// One step (tool call) of the agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Step {
+    /// The tool, e.g. bash, edit, write, read.
+    pub tool: String,
+    /// What it did, e.g. the command or the file.
+    pub title: String,
+    /// pending, running, completed or error.
+    pub status: String,
+}
+
+/// The live detail of a working run: steps so far, the current tool, tokens and cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgressDetail {
+    pub steps: u32,
+    pub current_tool: Option<String>,
+    pub tokens: Tokens,
+    pub cost_usd: f64,
+    /// The latest steps, oldest first (at most 20).
+    pub recent: Vec<Step>,
+}
+
+/// What a finished run produced.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunOutcome {
     pub summary: Option<String>,
@@ -113,6 +148,16 @@ pub struct RunOutcome {
     pub commits: Vec<Commit>,
     #[serde(default)]
     pub changed_files: Vec<String>,
+    /// `git diff --shortstat` of the run's changes.
+    #[serde(default)]
+    pub diffstat: Option<String>,
+    #[serde(default)]
+    pub tokens: Option<Tokens>,
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// Whether the full transcript was stored.
+    #[serde(default)]
+    pub transcript: bool,
 }
 
 /// A status change and when it happened.
@@ -132,6 +177,9 @@ pub struct RunSpec {
     pub session_id: Option<String>,
     pub model: Option<String>,
     pub idempotency_key: Option<String>,
+    /// The Worker origin the run was started through (how its sandbox reaches the proxy).
+    #[serde(default)]
+    pub origin: Option<String>,
 }
 
 /// A run as the ledger stores it.
@@ -150,6 +198,8 @@ pub struct RunRecord {
     pub started_at: Option<i64>,
     pub completed_at: Option<i64>,
     pub updated_at: i64,
+    #[serde(default)]
+    pub origin: Option<String>,
     pub progress: Option<Progress>,
     pub outcome: Option<RunOutcome>,
     pub error: Option<RunError>,

@@ -69,6 +69,7 @@ impl IntoResponse for ApiError {
             code: self.code,
             message: self.message,
         };
-        (status, axum::Json(body)).into_response()
+        // Marks the daemon's own errors, so they are not mistaken for a proxied program's answer.
+        (status, [("x-handoff-daemon", "error")], axum::Json(body)).into_response()
     }
 }

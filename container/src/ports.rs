@@ -99,11 +99,18 @@ pub async fn proxy(
         let _ = connection.await;
     });
     let (parts, body) = req.into_parts();
+    let wait = parts
+        .headers
+        .get(handoff_wire::RESPONSE_TIMEOUT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(std::time::Duration::from_millis);
     let mut upstream = Request::builder().method(parts.method).uri(path_and_query);
     for (name, value) in &parts.headers {
         if !DROP.contains(&name.as_str())
             && !name.as_str().starts_with("cf-")
             && name.as_str() != handoff_wire::UPSTREAM_AUTHORIZATION
+            && name.as_str() != handoff_wire::RESPONSE_TIMEOUT
         {
             upstream = upstream.header(name, value);
         }
@@ -115,9 +122,20 @@ pub async fn proxy(
     let upstream = upstream
         .body(body)
         .map_err(|e| ApiError::bad_request(format!("cannot forward this request: {e}")))?;
-    let response = sender.send_request(upstream).await.map_err(|e| {
-        ApiError::unavailable(format!("the server on port {port} did not answer: {e}"))
-    })?;
+    let sent = sender.send_request(upstream);
+    let response = match wait {
+        Some(limit) => tokio::time::timeout(limit, sent).await.map_err(|_| {
+            ApiError::new(
+                handoff_wire::ErrorCode::Timeout,
+                format!(
+                    "the server on port {port} did not answer within {} ms",
+                    limit.as_millis()
+                ),
+            )
+        })?,
+        None => sent.await,
+    }
+    .map_err(|e| ApiError::unavailable(format!("the server on port {port} did not answer: {e}")))?;
     let (mut parts, body) = response.into_parts();
     for name in DROP {
         parts.headers.remove(name);

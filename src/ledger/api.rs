@@ -2,7 +2,9 @@
 
 use crate::error::Result;
 use crate::rpc;
-use crate::runs::{RunError, RunOutcome, RunRecord, RunSpec, RunStatus, SessionRecord};
+use crate::runs::{
+    ProgressDetail, RunError, RunOutcome, RunRecord, RunSpec, RunStatus, SessionRecord,
+};
 use crate::sandbox::{SandboxRecord, Status};
 use serde::{Deserialize, Serialize};
 use worker::{Env, Stub};
@@ -73,6 +75,7 @@ pub enum Op {
         run_id: String,
         phase: String,
         message: String,
+        detail: Option<ProgressDetail>,
     },
 }
 
@@ -273,11 +276,18 @@ impl Ledger {
         self.call(Op::ListSandboxes { limit, before }).await
     }
 
-    pub async fn progress(&self, run_id: &str, phase: &str, message: &str) -> Result<Transitioned> {
+    pub async fn progress(
+        &self,
+        run_id: &str,
+        phase: &str,
+        message: &str,
+        detail: Option<ProgressDetail>,
+    ) -> Result<Transitioned> {
         self.call(Op::Progress {
             run_id: run_id.to_string(),
             phase: phase.to_string(),
             message: message.to_string(),
+            detail,
         })
         .await
     }

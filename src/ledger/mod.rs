@@ -163,8 +163,10 @@ impl RunLedger {
                 run_id,
                 phase,
                 message,
+                detail,
             } => {
-                let (status, applied) = store::progress(&sql, &run_id, &phase, &message, now)?;
+                let (status, applied) =
+                    store::progress(&sql, &run_id, &phase, &message, detail.as_ref(), now)?;
                 serde_json::to_value(Transitioned { status, applied })?
             }
         };
@@ -360,6 +362,7 @@ fn check_mcp_session(sql: &SqlStorage, session: &McpSessionRef, now: i64) -> Res
 fn request_hash(spec: &RunSpec) -> Result<String> {
     let mut unkeyed = spec.clone();
     unkeyed.idempotency_key = None;
+    unkeyed.origin = None;
     let digest = Sha256::digest(serde_json::to_vec(&unkeyed)?);
     Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
 }

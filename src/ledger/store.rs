@@ -5,7 +5,8 @@
 use super::api::SandboxSummary;
 use crate::error::{Error, Result};
 use crate::runs::{
-    Progress, RunError, RunOutcome, RunRecord, RunSpec, RunStatus, SessionRecord, Transition,
+    Progress, ProgressDetail, RunError, RunOutcome, RunRecord, RunSpec, RunStatus, SessionRecord,
+    Transition,
 };
 use crate::sandbox::Status as SandboxStatus;
 use serde::Deserialize;
@@ -35,7 +36,9 @@ CREATE TABLE IF NOT EXISTS runs (
   progress_at INTEGER,
   outcome TEXT,
   error_code TEXT,
-  error_message TEXT
+  error_message TEXT,
+  origin TEXT,
+  progress_detail TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS runs_by_idempotency_key
   ON runs(created_by, idempotency_key) WHERE idempotency_key IS NOT NULL;
@@ -88,10 +91,20 @@ const NO_BOUND: i64 = (1 << 53) - 1;
 
 const RUN_COLUMNS: &str = "seq, id, session_id, created_by, status, task, title, model, repository, \
     branch, created_at, started_at, completed_at, updated_at, phase, progress_message, progress_at, \
-    outcome, error_code, error_message";
+    outcome, error_code, error_message, origin, progress_detail";
+
+/// Columns added after the first schema; added to older databases at start.
+const LATER_COLUMNS: [&str; 2] = [
+    "ALTER TABLE runs ADD COLUMN origin TEXT",
+    "ALTER TABLE runs ADD COLUMN progress_detail TEXT",
+];
 
 pub fn create_schema(sql: &SqlStorage) -> Result<()> {
     sql.exec(SCHEMA, None)?;
+    for statement in LATER_COLUMNS {
+        // Fails with "duplicate column" when the column is already there.
+        let _ = sql.exec(statement, None);
+    }
     Ok(())
 }
 
@@ -117,6 +130,8 @@ struct RunRow {
     outcome: Option<String>,
     error_code: Option<String>,
     error_message: Option<String>,
+    origin: Option<String>,
+    progress_detail: Option<String>,
 }
 
 impl RunRow {
@@ -127,11 +142,16 @@ impl RunRow {
                 self.id, self.status
             ))
         })?;
+        let detail = self
+            .progress_detail
+            .as_deref()
+            .and_then(|json| serde_json::from_str(json).ok());
         let progress = match (self.phase, self.progress_at) {
             (Some(phase), Some(updated_at)) => Some(Progress {
                 phase,
                 message: self.progress_message.unwrap_or_default(),
                 updated_at,
+                detail,
             }),
             _ => None,
         };
@@ -157,6 +177,7 @@ impl RunRow {
             started_at: self.started_at,
             completed_at: self.completed_at,
             updated_at: self.updated_at,
+            origin: self.origin,
             progress,
             outcome,
             error,
@@ -253,8 +274,8 @@ pub fn insert_run(
 ) -> Result<()> {
     sql.exec(
         "INSERT INTO runs (id, session_id, created_by, status, task, title, model, repository, branch, \
-         idempotency_key, request_hash, created_at, updated_at) \
-         VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         idempotency_key, request_hash, created_at, updated_at, origin) \
+         VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         vec![
             run_id.into(),
             session_id.into(),
@@ -268,6 +289,7 @@ pub fn insert_run(
             request_hash.into(),
             now.into(),
             now.into(),
+            spec.origin.clone().into(),
         ],
     )?;
     insert_transition(sql, run_id, RunStatus::Queued, now)?;
@@ -342,15 +364,25 @@ pub fn progress(
     run_id: &str,
     phase: &str,
     message: &str,
+    detail: Option<&ProgressDetail>,
     now: i64,
 ) -> Result<(RunStatus, bool)> {
     let run = get_status(sql, run_id)?;
     if run.is_terminal() {
         return Ok((run, false));
     }
+    let detail = detail.map(serde_json::to_string).transpose()?;
     sql.exec(
-        "UPDATE runs SET phase = ?, progress_message = ?, progress_at = ?, updated_at = ? WHERE id = ?",
-        vec![phase.into(), message.into(), now.into(), now.into(), run_id.into()],
+        "UPDATE runs SET phase = ?, progress_message = ?, progress_at = ?, updated_at = ?, \
+         progress_detail = COALESCE(?, progress_detail) WHERE id = ?",
+        vec![
+            phase.into(),
+            message.into(),
+            now.into(),
+            now.into(),
+            detail.into(),
+            run_id.into(),
+        ],
     )?;
     Ok((run, true))
 }

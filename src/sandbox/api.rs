@@ -1,11 +1,12 @@
 //! What a sandbox object can be asked, and the typed client the Worker uses.
 
+use super::daemon::{PortReply, PortRequest};
 use super::store::SandboxRecord;
 use crate::error::Result;
 use crate::rpc;
 use handoff_wire::{
-    EgressLog, Encoding, ExecRequest, ExecResult, FileContent, FileList, FileWritten, PortInfo,
-    SandboxSpec, SandboxState, Verdict,
+    EgressLog, Encoding, ExecRequest, ExecResult, FileContent, FileList, FileWritten, GitClone,
+    PortInfo, ProcessInfo, ProcessLogs, SandboxSpec, SandboxState, StartProcess, Verdict,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -49,6 +50,30 @@ pub enum SandboxOp {
     Egress {
         limit: u32,
         verdict: Option<Verdict>,
+    },
+    /// Creates the sandbox if it does not exist, or brings its spec up to date (for the
+    /// sandboxes work sessions own).
+    Ensure {
+        id: String,
+        name: String,
+        created_by: String,
+        spec: SandboxSpec,
+        idle_timeout_s: i64,
+    },
+    StartProcess {
+        request: StartProcess,
+    },
+    KillProcess {
+        id: u64,
+    },
+    ProcessLogs {
+        id: u64,
+    },
+    GitClone {
+        request: GitClone,
+    },
+    PortRequest {
+        request: PortRequest,
     },
 }
 
@@ -116,6 +141,25 @@ impl SandboxClient {
     }
     pub async fn egress(&self, limit: u32, verdict: Option<Verdict>) -> Result<EgressLog> {
         self.call(SandboxOp::Egress { limit, verdict }).await
+    }
+
+    pub async fn ensure(&self, op: SandboxOp) -> Result<SandboxInfo> {
+        self.call(op).await
+    }
+    pub async fn start_process(&self, request: StartProcess) -> Result<ProcessInfo> {
+        self.call(SandboxOp::StartProcess { request }).await
+    }
+    pub async fn kill_process(&self, id: u64) -> Result<ProcessInfo> {
+        self.call(SandboxOp::KillProcess { id }).await
+    }
+    pub async fn process_logs(&self, id: u64) -> Result<ProcessLogs> {
+        self.call(SandboxOp::ProcessLogs { id }).await
+    }
+    pub async fn git_clone(&self, request: GitClone) -> Result<ExecResult> {
+        self.call(SandboxOp::GitClone { request }).await
+    }
+    pub async fn port_request(&self, request: PortRequest) -> Result<PortReply> {
+        self.call(SandboxOp::PortRequest { request }).await
     }
 
     /// Passes an HTTP request for a preview through to the sandbox's port.

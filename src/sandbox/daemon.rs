@@ -7,7 +7,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::time::now_ms;
 use handoff_wire::{
     EgressLog, Encoding, ErrorBody, ErrorCode, ExecRequest, ExecResult, FileContent, FileList,
-    FileWritten, PortList, SandboxSpec, SandboxState, TokenClaims, Verdict, TOKEN_AUDIENCE,
+    FileWritten, GitClone, PortList, ProcessInfo, ProcessLogs, SandboxSpec, SandboxState,
+    StartProcess, TokenClaims, Verdict, TOKEN_AUDIENCE,
 };
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::de::DeserializeOwned;
@@ -18,6 +19,26 @@ use worker::{Env, Fetch, Fetcher, Headers, Method, Request, RequestInit, Respons
 const TOKEN_TTL_SECS: i64 = 300;
 /// The daemon's port inside a container.
 pub const CONTAINER_PORT: u16 = 3000;
+
+/// A request to a program inside the sandbox (e.g. OpenCode's API).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct PortRequest {
+    pub port: u16,
+    pub method: String,
+    /// Path and query, e.g. `/session/status?directory=/home/sandbox/app`.
+    pub path: String,
+    pub body: Option<String>,
+    /// Sent to the program as its `Authorization`.
+    pub authorization: Option<String>,
+    /// Give up (HTTP 504 from the daemon) if the program has not started answering by then.
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct PortReply {
+    pub status: u16,
+    pub body: String,
+}
 
 /// Where the daemon is.
 pub enum Transport {
@@ -245,6 +266,70 @@ impl Daemon {
         self.call::<(), _>(Method::Get, &query, None).await
     }
 
+    pub async fn start_process(&self, req: &StartProcess) -> Result<ProcessInfo> {
+        self.call(Method::Post, "/processes", Some(req)).await
+    }
+
+    pub async fn kill_process(&self, id: u64) -> Result<ProcessInfo> {
+        self.call::<(), _>(Method::Delete, &format!("/processes/{id}"), None)
+            .await
+    }
+
+    pub async fn process_logs(&self, id: u64) -> Result<ProcessLogs> {
+        self.call::<(), _>(Method::Get, &format!("/processes/{id}/logs"), None)
+            .await
+    }
+
+    pub async fn git_clone(&self, req: &GitClone) -> Result<ExecResult> {
+        self.call(Method::Post, "/git/clone", Some(req)).await
+    }
+
+    /// An HTTP request to a program listening on `port` inside the sandbox; returns its status
+    /// and body, whatever the status (errors of the daemon itself are errors).
+    pub async fn port_request(&self, req: &PortRequest) -> Result<PortReply> {
+        let headers = Headers::new();
+        headers.set("authorization", &format!("Bearer {}", self.token()?))?;
+        headers.set("content-type", "application/json")?;
+        headers.set("accept", "application/json")?;
+        if let Some(auth) = &req.authorization {
+            headers.set(handoff_wire::UPSTREAM_AUTHORIZATION, auth)?;
+        }
+        if let Some(ms) = req.timeout_ms {
+            headers.set(handoff_wire::RESPONSE_TIMEOUT, &ms.to_string())?;
+        }
+        let mut init = RequestInit::new();
+        init.with_method(Method::from(req.method.clone()))
+            .with_headers(headers);
+        if let Some(body) = &req.body {
+            init.with_body(Some(body.clone().into()));
+        }
+        let path = format!(
+            "/ports/{}/http/{}",
+            req.port,
+            req.path.trim_start_matches('/')
+        );
+        let request = Request::new_with_init(&self.url(&path), &init)?;
+        let mut response = match &self.transport {
+            Transport::Local { .. } => Fetch::Request(request).send().await,
+            Transport::Container(fetcher) => fetcher.fetch_request(request).await,
+        }
+        .map_err(|e| Error::unavailable(format!("the sandbox daemon did not answer ({e})")))?;
+        let status = response.status_code();
+        let daemon_error = response
+            .headers()
+            .get("x-handoff-daemon")
+            .ok()
+            .flatten()
+            .is_some();
+        if daemon_error {
+            return Err(daemon_error_from(response).await);
+        }
+        Ok(PortReply {
+            status,
+            body: response.text().await?,
+        })
+    }
+
     /// The workspace as a tar.gz stream.
     pub async fn snapshot(&self) -> Result<Response> {
         self.send(Method::Get, "/snapshot", None, None).await
@@ -266,8 +351,12 @@ impl Daemon {
     }
 }
 
+async fn daemon_error(response: Response) -> Error {
+    daemon_error_from(response).await
+}
+
 /// Turns a daemon error response into the Worker's error, keeping its message.
-async fn daemon_error(mut response: Response) -> Error {
+async fn daemon_error_from(mut response: Response) -> Error {
     let status = response.status_code();
     let text = response.text().await.unwrap_or_default();
     let body = serde_json::from_str::<ErrorBody>(&text).unwrap_or(ErrorBody {
@@ -286,7 +375,9 @@ async fn daemon_error(mut response: Response) -> Error {
         ErrorCode::BadRequest | ErrorCode::TooLarge => ErrorKind::InvalidInput,
         ErrorCode::NotFound => ErrorKind::NotFound,
         ErrorCode::Conflict => ErrorKind::Conflict,
-        ErrorCode::Unavailable | ErrorCode::Unauthorized => ErrorKind::Unavailable,
+        ErrorCode::Unavailable | ErrorCode::Unauthorized | ErrorCode::Timeout => {
+            ErrorKind::Unavailable
+        }
         ErrorCode::Internal => ErrorKind::Internal,
     };
     Error::new(kind, body.message)

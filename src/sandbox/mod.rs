@@ -8,6 +8,7 @@ pub mod daemon;
 mod store;
 
 pub use api::{SandboxClient, SandboxInfo, SandboxOp};
+pub use daemon::{PortReply, PortRequest};
 pub use store::{SandboxRecord, Status};
 
 use crate::config;
@@ -122,30 +123,10 @@ impl SandboxObject {
                 if store::load(&self.sql())?.is_some() {
                     return Err(Error::conflict(format!("sandbox {id} already exists")));
                 }
-                let now = now_ms();
-                let mut record = SandboxRecord {
-                    id,
-                    name,
-                    created_by,
-                    created_at: now,
-                    status: Status::Running,
-                    spec,
-                    idle_timeout_s,
-                    metadata,
-                    last_active_at: now,
-                    daemon_created_at: None,
-                    snapshot_key: None,
-                    snapshot_bytes: None,
-                    snapshot_at: None,
-                };
-                let daemon = self.daemon(&record.id).await?;
-                let state = daemon.put(&record.spec).await?;
-                record.daemon_created_at = Some(state.created_at);
-                store::save(&self.sql(), &record)?;
-                self.ensured_at.set(now);
-                self.schedule_idle(&record).await?;
-                Ledger::get(&self.env)?.register_sandbox(&record).await?;
-                serde_json::to_value(self.info(record, Some(state), &daemon).await)?
+                serde_json::to_value(
+                    self.create(id, name, created_by, spec, idle_timeout_s, metadata)
+                        .await?,
+                )?
             }
             SandboxOp::Info => {
                 let record = self.record()?;
@@ -200,11 +181,113 @@ impl SandboxObject {
                 serde_json::to_value(self.info(record, state, &daemon).await)?
             }
             SandboxOp::Delete => serde_json::to_value(self.delete().await?)?,
+            SandboxOp::Ensure {
+                id,
+                name,
+                created_by,
+                spec,
+                idle_timeout_s,
+            } => serde_json::to_value(
+                self.ensure_exists(id, name, created_by, spec, idle_timeout_s)
+                    .await?,
+            )?,
+            SandboxOp::StartProcess { request } => {
+                serde_json::to_value(on_daemon!(self, |d| d.start_process(&request))?)?
+            }
+            SandboxOp::KillProcess { id } => {
+                serde_json::to_value(on_daemon!(self, |d| d.kill_process(id))?)?
+            }
+            SandboxOp::ProcessLogs { id } => {
+                serde_json::to_value(on_daemon!(self, |d| d.process_logs(id))?)?
+            }
+            SandboxOp::GitClone { request } => {
+                serde_json::to_value(on_daemon!(self, |d| d.git_clone(&request))?)?
+            }
+            SandboxOp::PortRequest { request } => {
+                serde_json::to_value(on_daemon!(self, |d| d.port_request(&request))?)?
+            }
             SandboxOp::Egress { limit, verdict } => {
                 serde_json::to_value(on_daemon!(self, |d| d.egress(limit, verdict))?)?
             }
         };
         Ok(value)
+    }
+
+    /// Creates the sandbox on the daemon, records it and lists it in the ledger.
+    async fn create(
+        &self,
+        id: String,
+        name: String,
+        created_by: String,
+        spec: handoff_wire::SandboxSpec,
+        idle_timeout_s: i64,
+        metadata: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<SandboxInfo> {
+        let now = now_ms();
+        let mut record = SandboxRecord {
+            id,
+            name,
+            created_by,
+            created_at: now,
+            status: Status::Running,
+            spec,
+            idle_timeout_s,
+            metadata,
+            last_active_at: now,
+            daemon_created_at: None,
+            snapshot_key: None,
+            snapshot_bytes: None,
+            snapshot_at: None,
+        };
+        let daemon = self.daemon(&record.id).await?;
+        let state = daemon.put(&record.spec).await?;
+        record.daemon_created_at = Some(state.created_at);
+        store::save(&self.sql(), &record)?;
+        self.ensured_at.set(now);
+        self.schedule_idle(&record).await?;
+        Ledger::get(&self.env)?.register_sandbox(&record).await?;
+        Ok(self.info(record, Some(state), &daemon).await)
+    }
+
+    /// Creates the sandbox unless it exists; otherwise brings its spec up to date and makes
+    /// sure it is running.
+    async fn ensure_exists(
+        &self,
+        id: String,
+        name: String,
+        created_by: String,
+        spec: handoff_wire::SandboxSpec,
+        idle_timeout_s: i64,
+    ) -> Result<SandboxInfo> {
+        match store::load(&self.sql())? {
+            Some(record) if record.status != Status::Deleted => {
+                let mut record = record;
+                if record.spec != spec {
+                    record.spec = spec;
+                    store::save(&self.sql(), &record)?;
+                    self.ensured_at.set(0);
+                }
+                let daemon = self.ready().await?;
+                let record = self.record()?;
+                let state = daemon.state().await.ok();
+                Ok(SandboxInfo {
+                    record,
+                    daemon: state,
+                    ports: Vec::new(),
+                })
+            }
+            _ => {
+                self.create(
+                    id,
+                    name,
+                    created_by,
+                    spec,
+                    idle_timeout_s,
+                    serde_json::Map::new(),
+                )
+                .await
+            }
+        }
     }
 
     async fn info(

@@ -10,6 +10,8 @@ mod sandbox_params;
 mod sandbox_views;
 mod views;
 
+pub use params::split_repository;
+
 use crate::auth::Principal;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ledger::Ledger;

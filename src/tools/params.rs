@@ -96,8 +96,8 @@ pub struct ListSessionsParams {
 }
 
 impl RunTaskParams {
-    /// Checks every field; `forge_host` is the only host repositories may come from.
-    pub fn validate(self, forge_host: &str) -> Result<RunSpec> {
+    /// Checks every field; repositories must live on `forge` (scheme and host).
+    pub fn validate(self, forge: &str) -> Result<RunSpec> {
         let task_chars = self.task.chars().count();
         if self.task.trim().is_empty() {
             return Err(Error::invalid("`task` must not be empty"));
@@ -116,7 +116,7 @@ impl RunTaskParams {
             None => default_title(&self.task),
         };
         if let Some(repo) = &self.repository {
-            check_repository(repo, forge_host)?;
+            split_repository(repo, forge)?;
         }
         if let Some(branch) = &self.branch {
             check_branch(branch)?;
@@ -138,6 +138,7 @@ impl RunTaskParams {
             session_id: self.session_id,
             model: self.model,
             idempotency_key: self.idempotency_key,
+            origin: None,
         })
     }
 }
@@ -187,32 +188,40 @@ pub fn check_id(field: &str, prefix: &str, value: &str) -> Result<()> {
     }
 }
 
-/// Accepts `https://<forge host>/<owner>/<repo>[.git]` with plain path segments only.
-fn check_repository(repo: &str, forge_host: &str) -> Result<()> {
+/// Accepts `<forge>/<owner>/<repo>[.git]` (the forge's own scheme and host, `https://github.com`
+/// unless configured) with plain path segments only; returns owner and repository name.
+pub fn split_repository(repo: &str, forge: &str) -> Result<(String, String)> {
+    let (forge_scheme, forge_host) = forge.split_once("://").unwrap_or(("https", forge));
     let rule = format!(
-        "`repository` must be an https URL of a repository on {forge_host}, like https://{forge_host}/owner/repo"
+        "`repository` must be a {forge_scheme} URL of a repository on {forge_host}, like {forge}/owner/repo"
     );
     if repo.len() > REPOSITORY_MAX_LEN {
         return Err(Error::invalid(format!(
             "{rule} (at most {REPOSITORY_MAX_LEN} characters)"
         )));
     }
-    let Some(rest) = repo.strip_prefix("https://") else {
+    let Some((scheme, rest)) = repo.split_once("://") else {
         return Err(Error::invalid(format!(
             "{rule}; got {:?}",
             truncate_for_message(repo)
         )));
     };
+    if !scheme.eq_ignore_ascii_case(forge_scheme) {
+        return Err(Error::invalid(format!("{rule}; got a {scheme} URL")));
+    }
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     if host.contains('@') {
         return Err(Error::invalid(
             "`repository` must not contain credentials; handoff supplies access itself",
         ));
     }
-    if !host.eq_ignore_ascii_case(forge_host) {
+    if !host.eq_ignore_ascii_case(forge_host.trim_end_matches('/')) {
         return Err(Error::invalid(format!(
             "{rule}; repositories on {host:?} are not accepted by this deployment"
         )));
+    }
+    if path.contains(['?', '#']) {
+        return Err(Error::invalid(format!("{rule}: no query or fragment")));
     }
     let path = path.trim_end_matches('/');
     let path = path.strip_suffix(".git").unwrap_or(path);
@@ -230,7 +239,7 @@ fn check_repository(repo: &str, forge_host: &str) -> Result<()> {
             truncate_for_message(repo)
         )));
     }
-    Ok(())
+    Ok((segments[0].to_string(), segments[1].to_string()))
 }
 
 /// `https://host/owner/repo` without a trailing slash or `.git`.
@@ -325,21 +334,25 @@ mod tests {
 
     #[test]
     fn task_length_is_counted_in_characters() {
-        assert!(params(&"é".repeat(50_000)).validate("github.com").is_ok());
+        assert!(params(&"é".repeat(50_000))
+            .validate("https://github.com")
+            .is_ok());
         let err = params(&"a".repeat(50_001))
-            .validate("github.com")
+            .validate("https://github.com")
             .unwrap_err();
         assert!(err.message.contains("50001"), "{}", err.message);
-        assert!(params("   ").validate("github.com").is_err());
+        assert!(params("   ").validate("https://github.com").is_err());
     }
 
     #[test]
     fn default_title_is_first_line_cut_to_limit() {
         let spec = params("\n  Fix the flaky test\nmore")
-            .validate("github.com")
+            .validate("https://github.com")
             .unwrap();
         assert_eq!(spec.title, "Fix the flaky test");
-        let long = params(&"x".repeat(300)).validate("github.com").unwrap();
+        let long = params(&"x".repeat(300))
+            .validate("https://github.com")
+            .unwrap();
         assert_eq!(long.title.chars().count(), 100);
     }
 
@@ -351,8 +364,13 @@ mod tests {
             "https://GitHub.com/a/b/",
         ];
         for r in ok {
-            assert!(check_repository(r, "github.com").is_ok(), "{r}");
+            assert!(split_repository(r, "https://github.com").is_ok(), "{r}");
         }
+        assert_eq!(
+            split_repository("http://127.0.0.1:9/o/r.git", "http://127.0.0.1:9").unwrap(),
+            ("o".to_string(), "r".to_string())
+        );
+        assert!(split_repository("http://127.0.0.1:8/o/r", "http://127.0.0.1:9").is_err());
         let bad = [
             "http://github.com/a/b",
             "git@github.com:a/b.git",
@@ -366,7 +384,7 @@ mod tests {
             "file:///etc/passwd",
         ];
         for r in bad {
-            assert!(check_repository(r, "github.com").is_err(), "{r}");
+            assert!(split_repository(r, "https://github.com").is_err(), "{r}");
         }
         assert_eq!(
             normalize_repository("https://github.com/a/b.git/"),

@@ -40,7 +40,8 @@ impl ToolHandler for RunTask {
     }
 
     async fn run(ctx: &Ctx<'_>, params: RunTaskParams) -> Result<RunTaskOutput> {
-        let spec = params.validate(&config::forge_host(ctx.env))?;
+        let mut spec = params.validate(&config::forge_git_url(ctx.env))?;
+        spec.origin = Some(ctx.base_url.clone());
         let created = ctx
             .ledger
             .create_run(&ctx.principal.id, spec)

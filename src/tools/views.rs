@@ -1,7 +1,7 @@
 //! Tool outputs: the `structuredContent` shapes (their JSON Schemas are the tools'
 //! `outputSchema`), built from ledger records. Times are RFC 3339 UTC strings.
 
-use crate::runs::{Commit, RunRecord, RunStatus, SessionRecord};
+use crate::runs::{Commit, RunRecord, RunStatus, SessionRecord, Step, Tokens};
 use crate::time::rfc3339;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -23,10 +23,19 @@ pub struct RunTaskOutput {
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProgressView {
-    /// What the run is doing, e.g. preparing_sandbox, cloning, working, pushing, opening_pr.
+    /// What the run is doing: preparing_sandbox, cloning, starting_agent, working, pushing,
+    /// opening_pr.
     pub phase: String,
     pub message: String,
     pub updated_at: String,
+    /// Agent steps (tool calls) so far.
+    pub steps: u32,
+    /// The tool the agent is using right now.
+    pub current_tool: Option<String>,
+    pub tokens: Tokens,
+    pub cost_usd: f64,
+    /// The latest steps, oldest first.
+    pub recent_steps: Vec<Step>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -47,6 +56,12 @@ pub struct ResultView {
     pub branch: Option<String>,
     pub commits: Vec<Commit>,
     pub changed_files: Vec<String>,
+    /// `git diff --shortstat` of the changes.
+    pub diffstat: Option<String>,
+    pub tokens: Option<Tokens>,
+    pub cost_usd: Option<f64>,
+    /// Signed link to the full agent transcript (JSON), when one was stored.
+    pub transcript_url: Option<String>,
     /// Why the run failed or was cancelled.
     pub error: Option<ErrorView>,
 }
@@ -145,6 +160,13 @@ impl RunView {
                 branch: outcome.branch,
                 commits: outcome.commits,
                 changed_files: outcome.changed_files,
+                diffstat: outcome.diffstat,
+                tokens: outcome.tokens,
+                cost_usd: outcome.cost_usd,
+                transcript_url: outcome
+                    .transcript
+                    .then(|| web_ui_url.as_deref().map(transcript_url))
+                    .flatten(),
                 error: run.error.clone().map(|e| ErrorView {
                     code: e.code,
                     message: e.message,
@@ -163,10 +185,18 @@ impl RunView {
             created_at: rfc3339(run.created_at),
             started_at: run.started_at.map(rfc3339),
             completed_at: run.completed_at.map(rfc3339),
-            progress: run.progress.map(|p| ProgressView {
-                phase: p.phase,
-                message: p.message,
-                updated_at: rfc3339(p.updated_at),
+            progress: run.progress.map(|p| {
+                let detail = p.detail.unwrap_or_default();
+                ProgressView {
+                    phase: p.phase,
+                    message: p.message,
+                    updated_at: rfc3339(p.updated_at),
+                    steps: detail.steps,
+                    current_tool: detail.current_tool,
+                    tokens: detail.tokens,
+                    cost_usd: detail.cost_usd,
+                    recent_steps: detail.recent,
+                }
             }),
             result,
             transitions: run
@@ -179,6 +209,14 @@ impl RunView {
                 .collect(),
             web_ui_url,
         }
+    }
+}
+
+/// The transcript link of a run page link (same token, `/transcript` after the run).
+pub fn transcript_url(page: &str) -> String {
+    match page.split_once('?') {
+        Some((path, query)) => format!("{path}/transcript?{query}"),
+        None => format!("{page}/transcript"),
     }
 }
 

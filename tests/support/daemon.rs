@@ -68,6 +68,7 @@ impl Daemon {
             .arg(self.sandboxes())
             .arg("--isolation")
             .arg("namespaces")
+            .args(tools_dir())
             .env("SANDBOX_DAEMON_SECRET", DAEMON_SECRET)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
@@ -112,6 +113,16 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `--tools-dir` with the pinned OpenCode binary, when it is installed.
+fn tools_dir() -> Vec<String> {
+    let dir = root().join("node_modules/opencode-linux-x64/bin");
+    if dir.join("opencode").exists() {
+        vec!["--tools-dir".into(), dir.display().to_string()]
+    } else {
+        Vec::new()
     }
 }
 

@@ -9,6 +9,7 @@ pub mod forge;
 pub mod links;
 pub mod llm;
 pub mod mcp;
+pub mod stack;
 pub mod worker;
 
 pub use mcp::{Mcp, RawResponse};

@@ -28,3 +28,23 @@ pub fn daemon_token(sandbox_id: &str, exp_offset_secs: i64) -> String {
     let key = EncodingKey::from_secret(crate::DAEMON_SECRET.as_bytes()).expect("key");
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).expect("token")
 }
+
+/// A credential-proxy token signed with `secret`, as the Worker mints them.
+pub fn proxy_token(
+    secret: &str,
+    audience: &str,
+    run_id: &str,
+    repo: Option<&str>,
+    exp_offset_secs: i64,
+) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let mut claims = json!({"iss": "handoff", "aud": audience, "sub": run_id, "jti": "tok_test", "exp": now + exp_offset_secs});
+    if let Some(repo) = repo {
+        claims["repo"] = json!(repo);
+    }
+    let key = EncodingKey::from_secret(secret.as_bytes()).expect("key");
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).expect("token")
+}

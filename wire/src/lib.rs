@@ -27,6 +27,9 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Header bounding how long a proxied sandbox port may take to start answering (milliseconds);
+/// past it the daemon answers 504. (A program can accept connections before it is ready.)
+pub const RESPONSE_TIMEOUT: &str = "x-handoff-response-timeout-ms";
 /// Header whose value is sent to a proxied sandbox port as `Authorization`.
 pub const UPSTREAM_AUTHORIZATION: &str = "x-handoff-upstream-authorization";
 /// Where tools the daemon provides (`--tools-dir`) appear inside sandboxes; first on PATH.
@@ -324,6 +327,8 @@ pub enum ErrorCode {
     NotFound,
     TooLarge,
     Conflict,
+    /// Something in the sandbox did not answer in time.
+    Timeout,
     /// Transient: retry with backoff.
     Unavailable,
     Internal,
@@ -337,6 +342,7 @@ impl ErrorCode {
             ErrorCode::NotFound => 404,
             ErrorCode::TooLarge => 413,
             ErrorCode::Conflict => 409,
+            ErrorCode::Timeout => 504,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
         }
@@ -349,7 +355,8 @@ impl ErrorCode {
             404 => ErrorCode::NotFound,
             409 => ErrorCode::Conflict,
             413 => ErrorCode::TooLarge,
-            502..=504 => ErrorCode::Unavailable,
+            504 => ErrorCode::Timeout,
+            502 | 503 => ErrorCode::Unavailable,
             _ => ErrorCode::Internal,
         }
     }

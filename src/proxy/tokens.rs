@@ -1,0 +1,98 @@
+//! Scoped credentials for sandboxes: HS256 tokens (signed with `PROXY_JWT_SECRET`) naming one
+//! service, one run and — for the forge — one repository, expiring no later than the run's
+//! deadline. The credential proxy swaps them for the real keys.
+
+use crate::config;
+use crate::error::{Error, Result};
+use crate::ids;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use worker::Env;
+
+pub const ISSUER: &str = "handoff";
+
+/// What a token may be used for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    Anthropic,
+    OpenAi,
+    /// Git smart HTTP for one repository.
+    Git,
+    /// The forge's pull request API for one repository.
+    Forge,
+}
+
+impl Service {
+    pub fn audience(self) -> &'static str {
+        match self {
+            Service::Anthropic => "handoff:proxy:anthropic",
+            Service::OpenAi => "handoff:proxy:openai",
+            Service::Git => "handoff:proxy:git",
+            Service::Forge => "handoff:proxy:forge",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProxyClaims {
+    pub iss: String,
+    pub aud: String,
+    /// The run the token belongs to.
+    pub sub: String,
+    pub jti: String,
+    pub exp: i64,
+    /// `owner/repo` for git and forge tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+}
+
+fn secret(env: &Env) -> Result<Vec<u8>> {
+    config::proxy_secret(env).ok_or_else(|| {
+        Error::unavailable(format!(
+            "{} is not set (at least {} characters): runs cannot reach the model or the forge",
+            config::PROXY_JWT_SECRET,
+            config::MIN_SIGNING_KEY_LEN
+        ))
+    })
+}
+
+/// A token for `service` on behalf of `run_id`, valid until `exp` (seconds since the epoch).
+pub fn mint(
+    env: &Env,
+    service: Service,
+    run_id: &str,
+    repo: Option<&str>,
+    exp: i64,
+) -> Result<String> {
+    let claims = ProxyClaims {
+        iss: ISSUER.into(),
+        aud: service.audience().into(),
+        sub: run_id.to_string(),
+        jti: ids::new_id("tok_"),
+        exp,
+        repo: repo.map(str::to_ascii_lowercase),
+    };
+    let key =
+        EncodingKey::from_secret(&secret(env)?).map_err(|e| Error::internal(e.to_string()))?;
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key)
+        .map_err(|e| Error::internal(format!("signing a proxy token: {e}")))
+}
+
+/// The claims of a live token for `service`; any other token is refused.
+pub fn verify(env: &Env, token: &str, service: Service) -> Result<ProxyClaims> {
+    let key =
+        DecodingKey::from_secret(&secret(env)?).map_err(|e| Error::internal(e.to_string()))?;
+    let mut validation = Validation::new(Algorithm::HS256);
+    validation.set_audience(&[service.audience()]);
+    validation.set_issuer(&[ISSUER]);
+    validation.set_required_spec_claims(&["exp", "aud", "iss", "sub"]);
+    validation.leeway = 0;
+    jsonwebtoken::decode::<ProxyClaims>(token, &key, &validation)
+        .map(|data| data.claims)
+        .map_err(|e| {
+            Error::new(
+                crate::error::ErrorKind::Unauthorized,
+                format!("proxy token refused: {e}"),
+            )
+        })
+}

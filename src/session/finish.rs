@@ -1,0 +1,292 @@
+//! After the agent is done: commit what it changed on `handoff/<runId>` (unless it committed on
+//! a branch of its own), push through the credential proxy, open a pull request with the
+//! forge's API, and collect commits, changed files and the diffstat. Git runs inside the
+//! sandbox with argv only; the forge API is called by the Worker with the real token.
+
+use super::store::Checkout;
+use crate::config;
+use crate::error::{Error, Result};
+use crate::runs::Commit;
+use crate::sandbox::SandboxClient;
+use handoff_wire::{ExecRequest, ExecResult};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use worker::{Env, Fetch, Headers, Method, Request, RequestInit};
+
+/// Who handoff's own commits are by.
+const AUTHOR: [&str; 4] = [
+    "-c",
+    "user.name=handoff",
+    "-c",
+    "user.email=handoff@users.noreply.github.com",
+];
+const GIT_TIMEOUT_MS: u64 = 5 * 60 * 1000;
+
+pub struct Published {
+    pub branch: Option<String>,
+    pub pull_request_url: Option<String>,
+    pub commits: Vec<Commit>,
+    pub changed_files: Vec<String>,
+    pub diffstat: Option<String>,
+}
+
+/// The phase a failure happened in, with its message.
+pub struct Failure {
+    pub phase: &'static str,
+    pub error: Error,
+}
+
+fn fail(phase: &'static str) -> impl Fn(Error) -> Failure {
+    move |error| Failure { phase, error }
+}
+
+/// Runs `git <args>` in the checkout; fails with git's stderr.
+pub async fn git(
+    sandbox: &SandboxClient,
+    dir: &str,
+    args: &[&str],
+    env: BTreeMap<String, String>,
+) -> Result<ExecResult> {
+    let mut argv = vec!["git".to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let mut env = env;
+    env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
+    let result = sandbox
+        .exec(ExecRequest {
+            command: String::new(),
+            argv: Some(argv),
+            cwd: Some(dir.to_string()),
+            env,
+            timeout_ms: GIT_TIMEOUT_MS,
+        })
+        .await?;
+    if result.exit_code == Some(0) {
+        Ok(result)
+    } else {
+        Err(Error::internal(format!(
+            "git {} failed: {}",
+            args.first().copied().unwrap_or(""),
+            super::opencode::truncate(result.stderr.trim(), 600)
+        )))
+    }
+}
+
+/// Commits, pushes and opens the pull request for a finished run.
+#[allow(clippy::too_many_arguments)]
+pub async fn publish(
+    env: &Env,
+    sandbox: &SandboxClient,
+    checkout: &Checkout,
+    run_id: &str,
+    title: &str,
+    summary: &str,
+    run_page: Option<String>,
+    git_token: &str,
+) -> std::result::Result<Published, Failure> {
+    let dir = checkout.dir.as_str();
+    let no_env = BTreeMap::new;
+    let status = git(sandbox, dir, &["status", "--porcelain"], no_env())
+        .await
+        .map_err(fail("committing"))?;
+    let current = git(
+        sandbox,
+        dir,
+        &["rev-parse", "--abbrev-ref", "HEAD"],
+        no_env(),
+    )
+    .await
+    .map_err(fail("committing"))?
+    .stdout
+    .trim()
+    .to_string();
+    let own_branch = format!("handoff/{run_id}");
+    let on_base = current == checkout.base_branch || current == "HEAD";
+    if !status.stdout.trim().is_empty() {
+        if on_base {
+            git(
+                sandbox,
+                dir,
+                &["checkout", "-q", "-b", &own_branch],
+                no_env(),
+            )
+            .await
+            .map_err(fail("committing"))?;
+        }
+        git(sandbox, dir, &["add", "-A"], no_env())
+            .await
+            .map_err(fail("committing"))?;
+        let message = format!(
+            "{title}\n\n{}\n\nhandoff run {run_id}",
+            super::opencode::truncate(summary, 2000)
+        );
+        let mut args: Vec<&str> = AUTHOR.to_vec();
+        args.extend(["commit", "-q", "-m", &message]);
+        git(sandbox, dir, &args, no_env())
+            .await
+            .map_err(fail("committing"))?;
+    }
+    let range = format!("{}..HEAD", checkout.base_commit);
+    let ahead = git(sandbox, dir, &["rev-list", "--count", &range], no_env())
+        .await
+        .map_err(fail("committing"))?;
+    if ahead.stdout.trim() == "0" {
+        return Ok(Published {
+            branch: None,
+            pull_request_url: None,
+            commits: Vec::new(),
+            changed_files: Vec::new(),
+            diffstat: None,
+        });
+    }
+    let branch = git(
+        sandbox,
+        dir,
+        &["rev-parse", "--abbrev-ref", "HEAD"],
+        no_env(),
+    )
+    .await
+    .map_err(fail("committing"))?
+    .stdout
+    .trim()
+    .to_string();
+    let branch = if branch == checkout.base_branch
+        || branch == "HEAD"
+        || !handoff_wire::is_safe_branch(&branch)
+    {
+        // The agent committed on the base branch (or somewhere odd): publish on our own branch.
+        git(
+            sandbox,
+            dir,
+            &["checkout", "-q", "-B", &own_branch],
+            no_env(),
+        )
+        .await
+        .map_err(fail("committing"))?;
+        own_branch
+    } else {
+        branch
+    };
+    let log = git(
+        sandbox,
+        dir,
+        &["log", "--format=%H%x09%s", &range],
+        no_env(),
+    )
+    .await
+    .map_err(fail("committing"))?;
+    let commits = log
+        .stdout
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .map(|(sha, message)| Commit {
+            sha: sha.to_string(),
+            message: message.to_string(),
+        })
+        .collect();
+    let files = git(sandbox, dir, &["diff", "--name-only", &range], no_env())
+        .await
+        .map_err(fail("committing"))?;
+    let changed_files = files.stdout.lines().map(str::to_string).collect();
+    let stat = git(sandbox, dir, &["diff", "--shortstat", &range], no_env())
+        .await
+        .map_err(fail("committing"))?;
+    let diffstat = Some(stat.stdout.trim().to_string()).filter(|s| !s.is_empty());
+
+    let header = BTreeMap::from([
+        ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
+        (
+            "GIT_CONFIG_KEY_0".to_string(),
+            "http.extraHeader".to_string(),
+        ),
+        (
+            "GIT_CONFIG_VALUE_0".to_string(),
+            format!("Authorization: Bearer {git_token}"),
+        ),
+    ]);
+    let refspec = format!("HEAD:refs/heads/{branch}");
+    git(sandbox, dir, &["push", "-q", "origin", &refspec], header)
+        .await
+        .map_err(fail("pushing"))?;
+
+    let mut body = format!("{summary}\n\n---\nOpened by handoff for run `{run_id}`.");
+    if let Some(page) = run_page {
+        body.push_str(&format!(" [Follow the run]({page})"));
+    }
+    let url = open_pull_request(env, checkout, &branch, title, &body)
+        .await
+        .map_err(fail("opening_pr"))?;
+    Ok(Published {
+        branch: Some(branch),
+        pull_request_url: Some(url),
+        commits,
+        changed_files,
+        diffstat,
+    })
+}
+
+/// `POST /repos/{owner}/{repo}/pulls`; an existing pull request for the branch is reused.
+async fn open_pull_request(
+    env: &Env,
+    checkout: &Checkout,
+    branch: &str,
+    title: &str,
+    body: &str,
+) -> Result<String> {
+    let token = config::get(env, config::GITHUB_TOKEN).ok_or_else(|| {
+        Error::unavailable(format!(
+            "{} is not set: cannot open the pull request",
+            config::GITHUB_TOKEN
+        ))
+    })?;
+    let base = format!(
+        "{}/repos/{}/{}/pulls",
+        config::forge_api_url(env),
+        checkout.owner,
+        checkout.name
+    );
+    let payload =
+        json!({"title": title, "head": branch, "base": checkout.base_branch, "body": body});
+    let (status, reply) = forge(&token, Method::Post, &base, Some(payload)).await?;
+    if let Some(url) = reply["html_url"]
+        .as_str()
+        .filter(|_| (200..300).contains(&status))
+    {
+        return Ok(url.to_string());
+    }
+    if status == 422 {
+        let query = format!("{base}?head={}:{branch}&state=open", checkout.owner);
+        let (_, list) = forge(&token, Method::Get, &query, None).await?;
+        if let Some(url) = list[0]["html_url"].as_str() {
+            return Ok(url.to_string());
+        }
+    }
+    Err(Error::unavailable(format!(
+        "the forge refused the pull request (HTTP {status}): {}",
+        reply["message"].as_str().unwrap_or("no message")
+    )))
+}
+
+async fn forge(
+    token: &str,
+    method: Method,
+    url: &str,
+    body: Option<Value>,
+) -> Result<(u16, Value)> {
+    let headers = Headers::new();
+    headers.set("authorization", &format!("Bearer {token}"))?;
+    headers.set("accept", "application/vnd.github+json")?;
+    headers.set("user-agent", "handoff")?;
+    headers.set("content-type", "application/json")?;
+    let mut init = RequestInit::new();
+    init.with_method(method).with_headers(headers);
+    if let Some(body) = body {
+        init.with_body(Some(body.to_string().into()));
+    }
+    let mut response = Fetch::Request(Request::new_with_init(url, &init)?)
+        .send()
+        .await
+        .map_err(|e| Error::unavailable(format!("the forge API did not answer: {e}")))?;
+    let status = response.status_code();
+    let text = response.text().await.unwrap_or_default();
+    Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+}

@@ -1,0 +1,162 @@
+//! A work session's own SQLite: its queue of runs, the state of the run it is driving (one JSON
+//! document, rewritten after every step so a restart resumes where it stopped) and a few
+//! settings (its sandbox, the agent's password, the agent sessions per directory).
+
+use crate::error::Result;
+use crate::runs::ProgressDetail;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::collections::BTreeMap;
+use worker::SqlStorage;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS pending (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL UNIQUE,
+  enqueued_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kv (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+";
+
+const CURRENT: &str = "current";
+const META: &str = "meta";
+
+pub fn create_schema(sql: &SqlStorage) -> Result<()> {
+    sql.exec(SCHEMA, None)?;
+    Ok(())
+}
+
+pub fn enqueue(sql: &SqlStorage, run_id: &str, now: i64) -> Result<()> {
+    sql.exec(
+        "INSERT OR IGNORE INTO pending (run_id, enqueued_at) VALUES (?, ?)",
+        vec![run_id.into(), now.into()],
+    )?;
+    Ok(())
+}
+
+pub fn next_pending(sql: &SqlStorage) -> Result<Option<String>> {
+    #[derive(Deserialize)]
+    struct Row {
+        run_id: String,
+    }
+    Ok(sql
+        .exec("SELECT run_id FROM pending ORDER BY seq LIMIT 1", None)?
+        .to_array::<Row>()?
+        .pop()
+        .map(|r| r.run_id))
+}
+
+pub fn remove_pending(sql: &SqlStorage, run_id: &str) -> Result<()> {
+    sql.exec("DELETE FROM pending WHERE run_id = ?", vec![run_id.into()])?;
+    Ok(())
+}
+
+fn get<T: DeserializeOwned>(sql: &SqlStorage, key: &str) -> Result<Option<T>> {
+    #[derive(Deserialize)]
+    struct Row {
+        value: String,
+    }
+    let row = sql
+        .exec("SELECT value FROM kv WHERE key = ?", vec![key.into()])?
+        .to_array::<Row>()?
+        .pop();
+    Ok(row.and_then(|r| serde_json::from_str(&r.value).ok()))
+}
+
+fn put<T: Serialize>(sql: &SqlStorage, key: &str, value: &T) -> Result<()> {
+    sql.exec(
+        "INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)",
+        vec![key.into(), serde_json::to_string(value)?.into()],
+    )?;
+    Ok(())
+}
+
+/// Where the driven run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Preparing,
+    Cloning,
+    StartingAgent,
+    Prompting,
+    Working,
+    Finishing,
+}
+
+impl Phase {
+    /// The phase name runs report (`progress.phase`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Preparing => "preparing_sandbox",
+            Phase::Cloning => "cloning",
+            Phase::StartingAgent | Phase::Prompting => "starting_agent",
+            Phase::Working => "working",
+            Phase::Finishing => "finishing",
+        }
+    }
+}
+
+/// The repository a run works on, once cloned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkout {
+    pub owner: String,
+    pub name: String,
+    /// The clone's directory inside the sandbox.
+    pub dir: String,
+    pub base_branch: String,
+    pub base_commit: String,
+}
+
+/// The run this session is driving, persisted after every step.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Current {
+    pub run_id: String,
+    pub phase: Phase,
+    pub started_at: i64,
+    pub deadline: i64,
+    /// The directory the agent works in.
+    pub dir: String,
+    pub checkout: Option<Checkout>,
+    pub agent_process: Option<u64>,
+    pub agent_session: Option<String>,
+    /// A marker in the prompt that finds it among the agent's messages.
+    pub marker: String,
+    pub prompted_at: Option<i64>,
+    /// Consecutive failures to reach the sandbox.
+    pub failures: u32,
+    pub detail: ProgressDetail,
+}
+
+pub fn current(sql: &SqlStorage) -> Result<Option<Current>> {
+    get(sql, CURRENT)
+}
+
+pub fn save_current(sql: &SqlStorage, current: &Current) -> Result<()> {
+    put(sql, CURRENT, current)
+}
+
+pub fn clear_current(sql: &SqlStorage) -> Result<()> {
+    sql.exec("DELETE FROM kv WHERE key = ?", vec![CURRENT.into()])?;
+    Ok(())
+}
+
+/// Settings of the session that outlive runs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Meta {
+    pub session_id: Option<String>,
+    /// Password of the agent's HTTP API (`OPENCODE_SERVER_PASSWORD`).
+    pub agent_password: Option<String>,
+    /// The agent's session id per working directory, so later runs continue the conversation.
+    #[serde(default)]
+    pub agent_sessions: BTreeMap<String, String>,
+}
+
+pub fn meta(sql: &SqlStorage) -> Result<Meta> {
+    Ok(get(sql, META)?.unwrap_or_default())
+}
+
+pub fn save_meta(sql: &SqlStorage, meta: &Meta) -> Result<()> {
+    put(sql, META, meta)
+}

@@ -1,0 +1,494 @@
+//! Delegated coding runs end to end with real OpenCode, real git and the real daemon and Worker:
+//! the scripted LLM plays the model and the local forge plays GitHub.
+
+use handoff_tests::mcp::read;
+use handoff_tests::stack::{
+    self, RunStack, CANARY_ANTHROPIC_KEY, CANARY_GITHUB_TOKEN, CANARY_OPENAI_KEY, PROXY_SECRET,
+};
+use handoff_tests::Mcp;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+const RUN_TIMEOUT: Duration = Duration::from_secs(240);
+static REPO: AtomicUsize = AtomicUsize::new(0);
+
+fn repo_name(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        REPO.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+fn status(run: &Value) -> &str {
+    run["status"].as_str().unwrap_or_default()
+}
+
+fn terminal(run: &Value) -> bool {
+    matches!(status(run), "completed" | "failed" | "cancelled")
+}
+
+async fn start(mcp: &Mcp, arguments: Value) -> (String, String) {
+    let out = mcp.call_ok("opencode_run_task", arguments).await;
+    (
+        out["runId"].as_str().unwrap().to_string(),
+        out["sessionId"].as_str().unwrap().to_string(),
+    )
+}
+
+async fn finished(mcp: &Mcp, run_id: &str) -> Value {
+    mcp.wait_run(run_id, RUN_TIMEOUT, terminal).await
+}
+
+async fn working(mcp: &Mcp, run_id: &str) -> Value {
+    mcp.wait_run(run_id, RUN_TIMEOUT, |r| {
+        r["progress"]["phase"] == "working" || terminal(r)
+    })
+    .await
+}
+
+/// Every secret value the Worker holds.
+fn canaries() -> [&'static str; 4] {
+    [
+        CANARY_ANTHROPIC_KEY,
+        CANARY_GITHUB_TOKEN,
+        CANARY_OPENAI_KEY,
+        PROXY_SECRET,
+    ]
+}
+
+fn assert_no_canary(what: &str, text: &str) {
+    for canary in canaries() {
+        assert!(
+            !text.contains(canary),
+            "{what} contains the secret {canary}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_run_fixes_the_failing_test_and_opens_a_pull_request() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let name = repo_name("calc");
+    let repository = stack.broken_repo(&name);
+    let (run_id, session_id) = start(
+        &mcp,
+        json!({"task": "The test in test.sh fails. Fix it. [scenario:fix-add]", "repository": repository}),
+    )
+    .await;
+    let run = finished(&mcp, &run_id).await;
+    assert_eq!(status(&run), "completed", "{run:#}");
+    let result = &run["result"];
+    let branch = format!("handoff/{run_id}");
+    assert_eq!(result["branch"], json!(branch));
+    assert_eq!(result["changedFiles"], json!(["add.sh"]));
+    assert!(
+        result["summary"].as_str().unwrap().contains("Fixed add.sh"),
+        "{result:#}"
+    );
+    assert!(result["commits"].as_array().unwrap().len() == 1);
+    assert!(result["diffstat"]
+        .as_str()
+        .unwrap()
+        .contains("1 file changed"));
+    assert!(result["tokens"]["input"].as_u64().unwrap() > 0);
+    let progress = &run["progress"];
+    assert!(progress["steps"].as_u64().unwrap() >= 3, "{progress:#}");
+    assert_eq!(progress["recentSteps"][0]["tool"], "bash");
+
+    // The forge holds the pull request, from the run's branch, whose commit carries the fix.
+    let pulls: Vec<_> = stack
+        .forge
+        .pulls()
+        .into_iter()
+        .filter(|p| p.repo == name)
+        .collect();
+    assert_eq!(pulls.len(), 1);
+    let pull = &pulls[0];
+    assert_eq!(pull.head, branch);
+    assert_eq!(pull.base, "main");
+    assert_eq!(result["pullRequestUrl"], json!(pull.html_url));
+    assert!(pull.body.contains(&run_id) && pull.body.contains("Fixed add.sh"));
+    let fixed = stack
+        .forge
+        .file_on_branch("acme", &name, &branch, "add.sh")
+        .unwrap();
+    assert!(fixed.contains("$1 + $2"), "{fixed}");
+    assert!(stack
+        .forge
+        .file_on_branch("acme", &name, "main", "add.sh")
+        .unwrap()
+        .contains("$1 - $2"));
+
+    // The model saw the real key through the proxy; the forge saw the real token, only.
+    let requests = stack.llm.requests("fix-add");
+    assert!(requests.len() >= 4, "{requests:?}");
+    assert!(requests
+        .iter()
+        .all(|r| r.api_key == CANARY_ANTHROPIC_KEY && r.model == "claude-sonnet-4-5"));
+    let seen: Vec<_> = stack
+        .forge
+        .seen()
+        .into_iter()
+        .filter(|s| s.path.contains(&name))
+        .collect();
+    assert!(
+        seen.iter().any(|s| s.path.ends_with("git-receive-pack")),
+        "pushed: {seen:?}"
+    );
+    assert!(seen.iter().all(|s| s.authorized), "{seen:?}");
+
+    // The run page and the transcript.
+    let page = read(
+        reqwest::get(run["webUiUrl"].as_str().unwrap())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains(&pull.html_url) && page.body.contains("add.sh"));
+    let transcript = read(
+        reqwest::get(result["transcriptUrl"].as_str().unwrap())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(transcript.status, 200);
+    assert!(transcript.json().as_array().unwrap().len() >= 2);
+
+    // The session's sandbox is a sandbox like any other.
+    let sandbox = format!("sbx_{}", session_id.trim_start_matches("ses_"));
+    let info = mcp
+        .call_ok("sandbox_info", json!({"sandboxId": sandbox}))
+        .await;
+    assert_eq!(info["status"], "running");
+}
+
+#[tokio::test]
+async fn a_session_continues_in_order_in_the_same_sandbox_and_conversation() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let name = repo_name("cont");
+    let repository = stack.broken_repo(&name);
+    let (first, session) = start(
+        &mcp,
+        json!({"task": "Fix the test. [scenario:fix-add]", "repository": repository}),
+    )
+    .await;
+    // Queued behind the first run of the session.
+    let second = mcp
+        .call_ok(
+            "opencode_run_task",
+            json!({"task": "Add follow-up notes. [scenario:followup]", "repository": repository, "sessionId": session}),
+        )
+        .await;
+    let second_id = second["runId"].as_str().unwrap().to_string();
+    assert_eq!(second["sessionId"], json!(session));
+    let early = mcp.get_run(&second_id).await;
+    assert_eq!(
+        status(&early),
+        "queued",
+        "waits for the first run: {early:#}"
+    );
+    let one = finished(&mcp, &first).await;
+    let two = finished(&mcp, &second_id).await;
+    assert_eq!(status(&one), "completed", "{one:#}");
+    assert_eq!(status(&two), "completed", "{two:#}");
+    assert!(
+        two["startedAt"].as_str().unwrap() >= one["completedAt"].as_str().unwrap(),
+        "one at a time, in order"
+    );
+    // Same OpenCode conversation: the second task's first model call carries the first run's
+    // messages.
+    let followups = stack.llm.requests("followup");
+    assert!(followups[0].messages > 4, "history included: {followups:?}");
+    assert_eq!(two["result"]["changedFiles"], json!(["NOTES.md"]));
+    let branch = format!("handoff/{second_id}");
+    assert_eq!(two["result"]["branch"], json!(branch));
+    assert!(stack
+        .forge
+        .file_on_branch("acme", &name, &branch, "NOTES.md")
+        .is_some());
+}
+
+#[tokio::test]
+async fn a_provider_that_keeps_failing_fails_the_run_with_its_reason() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let (run_id, _) = start(&mcp, json!({"task": "Anything. [scenario:always-500]"})).await;
+    let run = finished(&mcp, &run_id).await;
+    assert_eq!(status(&run), "failed", "{run:#}");
+    let error = &run["result"]["error"];
+    assert_eq!(error["code"], "agent_failed");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("scripted provider failure"),
+        "{error}"
+    );
+    assert!(
+        stack.llm.requests("always-500").len() >= 2,
+        "OpenCode retried"
+    );
+}
+
+#[tokio::test]
+async fn cancelling_a_working_run_stops_the_agent() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let (run_id, session) = start(&mcp, json!({"task": "Take your time. [scenario:slow]"})).await;
+    let run = working(&mcp, &run_id).await;
+    assert_eq!(status(&run), "running", "{run:#}");
+    let cancelled = mcp
+        .call_ok("opencode_cancel_run", json!({"runId": run_id}))
+        .await;
+    assert_eq!(cancelled["cancelled"], true);
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    let mut agents = String::new();
+    for _ in 0..40 {
+        let ps = mcp
+            .call_ok("sandbox_exec", json!({"sandboxId": sandbox, "command": "ps -eo args | grep -c '^opencode serve' || true"}))
+            .await;
+        agents = ps["stdout"].as_str().unwrap().trim().to_string();
+        if agents == "0" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(agents, "0", "OpenCode was stopped");
+    assert_eq!(status(&mcp.get_run(&run_id).await), "cancelled");
+}
+
+#[tokio::test]
+async fn secrets_never_reach_the_sandbox_and_scoped_tokens_stay_in_scope() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let name = repo_name("canary");
+    let repository = stack.broken_repo(&name);
+    let (run_id, session) = start(
+        &mcp,
+        json!({"task": "Look around, then fix the test. [scenario:env-dump]", "repository": repository}),
+    )
+    .await;
+    let run = finished(&mcp, &run_id).await;
+    assert_eq!(status(&run), "completed", "{run:#}");
+    assert_no_canary("the run result", &run.to_string());
+    let page = read(
+        reqwest::get(run["webUiUrl"].as_str().unwrap())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_no_canary("the run page", &page.body);
+    let transcript = read(
+        reqwest::get(run["result"]["transcriptUrl"].as_str().unwrap())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(
+        transcript.body.contains("OPENCODE_CONFIG_CONTENT"),
+        "the agent dumped its environment"
+    );
+    assert_no_canary("the transcript", &transcript.body);
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    let probe = mcp
+        .call_ok(
+            "sandbox_exec",
+            json!({"sandboxId": sandbox, "command": "env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; ps -eo args; grep -rl canary /home/sandbox /tmp 2>/dev/null; echo done"}),
+        )
+        .await;
+    let probe_text = probe.to_string();
+    assert!(probe_text.contains("done"));
+    assert_no_canary("the sandbox (environment, processes, files)", &probe_text);
+
+    // The agent's scoped model token, as it saw it, is useless beyond its purpose.
+    let token = scoped_token(&transcript.body)
+        .expect("the agent's scoped token is in its environment dump");
+    let http = reqwest::Client::new();
+    let proxy = |path: &str| format!("{}/proxy/{path}", stack.url());
+    let ended = read(
+        http.post(proxy("anthropic/v1/messages"))
+            .header("x-api-key", &token)
+            .body("{}")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(ended.status, 401, "after the run: {}", ended.body);
+    assert!(ended.body.contains("ended"), "{}", ended.body);
+    let other_service = read(
+        http.post(proxy("openai/chat/completions"))
+            .bearer_auth(&token)
+            .body("{}")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(other_service.status, 401, "{}", other_service.body);
+    let as_git = read(
+        http.get(proxy(&format!(
+            "git/acme/{name}.git/info/refs?service=git-upload-pack"
+        )))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(as_git.status, 401);
+    // A git token for one repository does not open another.
+    let git_token = handoff_tests::links::proxy_token(
+        PROXY_SECRET,
+        "handoff:proxy:git",
+        &run_id,
+        Some(&format!("acme/{name}")),
+        600,
+    );
+    let other_repo = read(
+        http.get(proxy(
+            "git/acme/other.git/info/refs?service=git-upload-pack",
+        ))
+        .bearer_auth(&git_token)
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(other_repo.status, 401);
+    assert!(
+        other_repo.body.contains("another repository"),
+        "{}",
+        other_repo.body
+    );
+    let not_git = read(
+        http.get(proxy(&format!("git/acme/{name}.git/objects/info/packs")))
+            .bearer_auth(&git_token)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(not_git.status, 404, "only smart HTTP passes");
+    let forged = handoff_tests::links::proxy_token(
+        "some-other-secret-0123456789abcdefghij",
+        "handoff:proxy:anthropic",
+        &run_id,
+        None,
+        600,
+    );
+    let bad_signature = read(
+        http.post(proxy("anthropic/v1/messages"))
+            .header("x-api-key", &forged)
+            .body("{}")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(bad_signature.status, 401);
+    let none = read(
+        http.post(proxy("anthropic/v1/messages"))
+            .body("{}")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(none.status, 401);
+}
+
+/// A scoped proxy token (a JWT) found in text.
+fn scoped_token(text: &str) -> Option<String> {
+    let start = text
+        .find("\"apiKey\\\":\\\"")
+        .map(|i| i + "\"apiKey\\\":\\\"".len())
+        .or_else(|| {
+            text.find("\"apiKey\":\"")
+                .map(|i| i + "\"apiKey\":\"".len())
+        })?;
+    let token: String = text[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '.' || *c == '-' || *c == '_')
+        .collect();
+    (token.matches('.').count() == 2).then_some(token)
+}
+
+#[tokio::test]
+async fn hostile_run_input_is_refused() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let forge = stack.forge.git_url();
+    let cases = [
+        (
+            json!({"task": "x", "repository": "https://github.com/acme/app"}),
+            "127.0.0.1",
+        ),
+        (
+            json!({"task": "x", "repository": format!("{}/acme/app", forge.replace("http://", "git://"))}),
+            "repository",
+        ),
+        (
+            json!({"task": "x", "repository": format!("{forge}/acme/app"), "branch": "--upload-pack=x"}),
+            "branch",
+        ),
+        (
+            json!({"task": "x", "repository": format!("{forge}/acme/app"), "branch": "$(id)"}),
+            "branch",
+        ),
+        (json!({"task": "x".repeat(50_001)}), "50000"),
+    ];
+    for (arguments, needle) in cases {
+        let text = mcp.call_err("opencode_run_task", arguments.clone()).await;
+        assert!(text.contains(needle), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn a_run_survives_a_restart_of_the_worker() {
+    let mut stack = RunStack::start(&[]);
+    let mcp = Mcp::connect(&stack.url()).await;
+    let name = repo_name("restart");
+    let repository = stack.broken_repo(&name);
+    let (run_id, _) = start(
+        &mcp,
+        json!({"task": "Fix the test slowly. [scenario:slow-fix]", "repository": repository}),
+    )
+    .await;
+    let run = working(&mcp, &run_id).await;
+    assert_eq!(status(&run), "running", "{run:#}");
+    stack.worker.restart();
+    let mcp = mcp.reconnected();
+    let run = finished(&mcp, &run_id).await;
+    assert_eq!(status(&run), "completed", "{run:#}");
+    assert!(run["result"]["pullRequestUrl"].is_string());
+    assert_eq!(stack.forge.pulls().len(), 1);
+}
+
+#[tokio::test]
+async fn a_run_whose_sandbox_daemon_dies_fails_with_a_clear_reason() {
+    let mut stack = RunStack::start(&[("RUN_STALL_TIMEOUT_SECONDS", "60")]);
+    let mcp = Mcp::connect(&stack.url()).await;
+    let (run_id, _) = start(&mcp, json!({"task": "Wait. [scenario:slow]"})).await;
+    let run = working(&mcp, &run_id).await;
+    assert_eq!(status(&run), "running", "{run:#}");
+    stack.daemon.stop();
+    let run = mcp
+        .wait_run(&run_id, Duration::from_secs(60), terminal)
+        .await;
+    assert_eq!(status(&run), "failed", "{run:#}");
+    let error = &run["result"]["error"];
+    assert_eq!(error["code"], "sandbox_lost", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("sandbox daemon"),
+        "{error}"
+    );
+}

@@ -1,0 +1,90 @@
+//! The whole local stack for delegated runs: the scripted LLM and the local forge (the stand-ins
+//! for what cannot exist offline), the real sandbox daemon with OpenCode on its tools path, and
+//! the real Worker configured to use them — with canary values as its "real" secrets.
+
+use crate::daemon::Daemon;
+use crate::forge::Forge;
+use crate::llm::ScriptedLlm;
+use crate::worker::{stop_daemon_at_exit, stop_group_at_exit, Worker, WorkerOptions};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// The Worker's "real" provider key: must reach the LLM, and nothing else.
+pub const CANARY_ANTHROPIC_KEY: &str = "canary-anthropic-key-5c1f0e8d";
+/// The Worker's "real" forge token: must reach the forge, and nothing else.
+pub const CANARY_GITHUB_TOKEN: &str = "canary-github-token-9a7d2b41";
+pub const CANARY_OPENAI_KEY: &str = "canary-openai-key-77e1c3a9";
+/// Signs the scoped tokens sandboxes get.
+pub const PROXY_SECRET: &str = "canary-proxy-jwt-secret-0123456789abcdef";
+
+pub struct RunStack {
+    pub forge: Forge,
+    pub llm: ScriptedLlm,
+    pub daemon: Daemon,
+    pub worker: Worker,
+}
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+impl RunStack {
+    /// Starts every part; `extra` adds or overrides Worker variables.
+    pub fn start(extra: &[(&str, &str)]) -> RunStack {
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let root = std::env::temp_dir().join(format!("handoff-forge-{}-{n}", std::process::id()));
+        let forge = Forge::start(root, CANARY_GITHUB_TOKEN);
+        let llm = ScriptedLlm::start(CANARY_ANTHROPIC_KEY);
+        let daemon = Daemon::start();
+        let mut options = WorkerOptions::default()
+            .daemon(&daemon)
+            .var("PROXY_JWT_SECRET", PROXY_SECRET)
+            .var("ANTHROPIC_API_KEY", CANARY_ANTHROPIC_KEY)
+            .var("ANTHROPIC_BASE_URL", llm.url())
+            .var("OPENAI_API_KEY", CANARY_OPENAI_KEY)
+            .var("GITHUB_TOKEN", CANARY_GITHUB_TOKEN)
+            .var("FORGE_GIT_URL", forge.git_url())
+            .var("FORGE_API_URL", forge.api_url())
+            .var("HANDOFF_DEFAULT_MODEL", "anthropic/claude-sonnet-4-5")
+            .var("RUN_POLL_INTERVAL_MS", "500");
+        for (key, value) in extra {
+            options = options.var(key, *value);
+        }
+        let worker = Worker::start(options);
+        RunStack {
+            forge,
+            llm,
+            daemon,
+            worker,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        self.worker.url("")
+    }
+
+    /// A new repository with a failing test: `add.sh` subtracts instead of adding.
+    pub fn broken_repo(&self, name: &str) -> String {
+        self.forge.create_repo(
+            "acme",
+            name,
+            &[
+                ("add.sh", "#!/bin/sh\necho $(( $1 - $2 ))\n"),
+                (
+                    "test.sh",
+                    "#!/bin/sh\nif [ \"$(sh add.sh 2 3)\" = \"5\" ]; then echo PASS; else echo FAIL; exit 1; fi\n",
+                ),
+                ("README.md", "A calculator.\n"),
+            ],
+        )
+    }
+}
+
+/// The stack shared by the run tests that neither restart nor kill anything.
+pub fn shared() -> &'static RunStack {
+    static STACK: OnceLock<RunStack> = OnceLock::new();
+    STACK.get_or_init(|| {
+        let stack = RunStack::start(&[]);
+        stop_group_at_exit(&stack.worker);
+        stop_daemon_at_exit(&stack.daemon);
+        stack
+    })
+}
