@@ -20,8 +20,10 @@ pub enum ErrorKind {
     /// The MCP session named by `Mcp-Session-Id` is unknown, expired or ended (HTTP 404, so the
     /// client initializes again).
     McpSessionGone,
-    /// A dependency or configuration is missing; an operator has to act.
+    /// Something handoff depends on did not answer or is starting: transient, retry with backoff.
     Unavailable,
+    /// A setting or secret is missing or wrong; an operator has to act (retrying will not help).
+    NotConfigured,
     /// A bug or an unexpected failure of the platform; retrying may help.
     Internal,
 }
@@ -53,6 +55,9 @@ impl Error {
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Unavailable, message)
     }
+    pub fn not_configured(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotConfigured, message)
+    }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, message)
     }
@@ -64,7 +69,7 @@ impl Error {
             ErrorKind::NotFound | ErrorKind::McpSessionGone => 404,
             ErrorKind::Unauthorized => 401,
             ErrorKind::Conflict => 409,
-            ErrorKind::Unavailable => 503,
+            ErrorKind::Unavailable | ErrorKind::NotConfigured => 503,
             ErrorKind::Internal => 500,
         }
     }

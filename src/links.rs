@@ -30,7 +30,7 @@ fn sign(env: &Env, claims: &LinkClaims) -> Option<String> {
 
 fn verify(env: &Env, token: &str, audience: &str) -> Result<LinkClaims> {
     let key = config::signing_key(env)
-        .ok_or_else(|| Error::unavailable("links are not configured on this deployment"))?;
+        .ok_or_else(|| Error::not_configured("links are not configured on this deployment"))?;
     let key = DecodingKey::from_secret(&key).map_err(|e| Error::internal(e.to_string()))?;
     let mut validation = Validation::new(Algorithm::HS256);
     validation.set_audience(&[audience]);
@@ -76,7 +76,7 @@ pub fn preview_url(
         port: Some(port),
     };
     let token = sign(env, &claims).ok_or_else(|| {
-        Error::unavailable(format!(
+        Error::not_configured(format!(
             "preview links need {} (at least {} characters) on this deployment",
             config::SIGNING_KEY,
             config::MIN_SIGNING_KEY_LEN

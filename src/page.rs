@@ -30,7 +30,7 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
         .map(|(_, v)| v.into_owned())
         .unwrap_or_default();
     if let Err(e) = links::verify_run_page_token(env, run_id, &token) {
-        let status = if e.kind == ErrorKind::Unavailable {
+        let status = if e.kind == ErrorKind::NotConfigured {
             503
         } else {
             404

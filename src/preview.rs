@@ -15,7 +15,7 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
     let (sandbox_id, port) = match links::verify_preview_token(env, token) {
         Ok(grant) => grant,
         Err(e) => {
-            let status = if e.kind == ErrorKind::Unavailable {
+            let status = if e.kind == ErrorKind::NotConfigured {
                 503
             } else {
                 403

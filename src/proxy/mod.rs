@@ -188,8 +188,9 @@ async fn authorize(
 }
 
 fn secret(env: &Env, name: &str) -> Result<String> {
-    config::get(env, name)
-        .ok_or_else(|| Error::unavailable(format!("{name} is not configured on this deployment")))
+    config::get(env, name).ok_or_else(|| {
+        Error::not_configured(format!("{name} is not configured on this deployment"))
+    })
 }
 
 fn header(req: &Request, name: &str) -> Option<String> {

@@ -48,7 +48,7 @@ pub struct ProxyClaims {
 
 fn secret(env: &Env) -> Result<Vec<u8>> {
     config::proxy_secret(env).ok_or_else(|| {
-        Error::unavailable(format!(
+        Error::not_configured(format!(
             "{} is not set (at least {} characters): runs cannot reach the model or the forge",
             config::PROXY_JWT_SECRET,
             config::MIN_SIGNING_KEY_LEN

@@ -5,6 +5,7 @@
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::time::now_ms;
+use futures::future::{select, Either};
 use handoff_wire::{
     EgressLog, Encoding, ErrorBody, ErrorCode, ExecRequest, ExecResult, FileContent, FileList,
     FileWritten, GitClone, PortList, ProcessInfo, ProcessLogs, SandboxSpec, SandboxState,
@@ -13,10 +14,17 @@ use handoff_wire::{
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use worker::{Env, Fetch, Fetcher, Headers, Method, Request, RequestInit, Response};
+use std::time::Duration;
+use worker::{Delay, Env, Fetch, Fetcher, Headers, Method, Request, RequestInit, Response};
 
 /// How long a minted daemon token lives.
 const TOKEN_TTL_SECS: i64 = 300;
+/// How long an ordinary daemon call may take.
+const DEFAULT_LIMIT: Duration = Duration::from_secs(30);
+/// Added to a command's own timeout for the daemon call that runs it.
+const GRACE: Duration = Duration::from_secs(15);
+/// How long packing or restoring a workspace may take.
+const SNAPSHOT_LIMIT: Duration = Duration::from_secs(15 * 60);
 /// The daemon's port inside a container.
 pub const CONTAINER_PORT: u16 = 3000;
 
@@ -57,7 +65,7 @@ pub struct Daemon {
 impl Daemon {
     pub fn new(env: &Env, transport: Transport, sandbox_id: &str) -> Result<Daemon> {
         let secret = config::daemon_secret(env).ok_or_else(|| {
-            Error::unavailable(format!(
+            Error::not_configured(format!(
                 "{} is not set (at least 32 characters, the same value the sandbox daemon has)",
                 config::DAEMON_SECRET
             ))
@@ -89,6 +97,38 @@ impl Daemon {
         format!("{base}/v1/sandboxes/{}{path}", self.sandbox_id)
     }
 
+    /// Fetches from the daemon over the transport, giving up after `limit` (a hung daemon
+    /// must not wedge the object waiting on it).
+    async fn dispatch(&self, request: Request, limit: Option<Duration>) -> Result<Response> {
+        let fetch = async {
+            match &self.transport {
+                Transport::Local { .. } => Fetch::Request(request).send().await,
+                Transport::Container(fetcher) => fetcher.fetch_request(request).await,
+            }
+        };
+        let outcome = match limit {
+            Some(limit) => {
+                let fetch = Box::pin(fetch);
+                let timer = Box::pin(Delay::from(limit));
+                match select(fetch, timer).await {
+                    Either::Left((result, _)) => result,
+                    Either::Right(_) => {
+                        return Err(Error::unavailable(format!(
+                            "the sandbox daemon did not answer within {} s",
+                            limit.as_secs()
+                        )))
+                    }
+                }
+            }
+            None => fetch.await,
+        };
+        outcome.map_err(|e| {
+            Error::unavailable(format!(
+                "the sandbox daemon did not answer ({e}); it may be starting or down — retry shortly"
+            ))
+        })
+    }
+
     /// Sends a request to the daemon and returns the raw response (errors already mapped).
     pub async fn send(
         &self,
@@ -96,6 +136,7 @@ impl Daemon {
         path: &str,
         body: Option<worker::wasm_bindgen::JsValue>,
         content_type: Option<&str>,
+        limit: Duration,
     ) -> Result<Response> {
         let headers = Headers::new();
         headers.set("authorization", &format!("Bearer {}", self.token()?))?;
@@ -107,15 +148,7 @@ impl Daemon {
             .with_headers(headers)
             .with_body(body);
         let request = Request::new_with_init(&self.url(path), &init)?;
-        let response = match &self.transport {
-            Transport::Local { .. } => Fetch::Request(request).send().await,
-            Transport::Container(fetcher) => fetcher.fetch_request(request).await,
-        }
-        .map_err(|e| {
-            Error::unavailable(format!(
-                "the sandbox daemon did not answer ({e}); it may be starting or down — retry shortly"
-            ))
-        })?;
+        let response = self.dispatch(request, Some(limit)).await?;
         if (200..300).contains(&response.status_code()) {
             Ok(response)
         } else {
@@ -129,15 +162,8 @@ impl Daemon {
             Transport::Local { base } => format!("{base}/v1/health"),
             Transport::Container(_) => "http://sandbox-daemon/v1/health".to_string(),
         };
-        let response = match &self.transport {
-            Transport::Local { .. } => {
-                Fetch::Url(url.parse().map_err(|_| Error::internal("daemon URL"))?)
-                    .send()
-                    .await
-            }
-            Transport::Container(fetcher) => fetcher.fetch(url, None).await,
-        }
-        .map_err(|e| Error::unavailable(format!("sandbox daemon not reachable: {e}")))?;
+        let request = Request::new(&url, Method::Get)?;
+        let response = self.dispatch(request, Some(Duration::from_secs(5))).await?;
         if response.status_code() == 200 {
             Ok(())
         } else {
@@ -170,11 +196,8 @@ impl Daemon {
             init.with_body(Some(body.into()));
         }
         let request = Request::new_with_init(&self.url(path), &init)?;
-        match &self.transport {
-            Transport::Local { .. } => Fetch::Request(request).send().await,
-            Transport::Container(fetcher) => fetcher.fetch_request(request).await,
-        }
-        .map_err(|e| Error::unavailable(format!("the sandbox daemon did not answer ({e})")))
+        // Previews may stream for as long as the client listens: no time limit.
+        self.dispatch(request, None).await
     }
 
     async fn call<B: Serialize, T: DeserializeOwned>(
@@ -183,12 +206,22 @@ impl Daemon {
         path: &str,
         body: Option<&B>,
     ) -> Result<T> {
+        self.call_within(method, path, body, DEFAULT_LIMIT).await
+    }
+
+    async fn call_within<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+        limit: Duration,
+    ) -> Result<T> {
         let body = match body {
             Some(b) => Some(serde_json::to_string(b)?.into()),
             None => None,
         };
         let mut response = self
-            .send(method, path, body, Some("application/json"))
+            .send(method, path, body, Some("application/json"), limit)
             .await?;
         let text = response.text().await?;
         serde_json::from_str(&text)
@@ -204,7 +237,9 @@ impl Daemon {
     }
 
     pub async fn delete(&self) -> Result<()> {
-        self.send(Method::Delete, "", None, None).await.map(|_| ())
+        self.send(Method::Delete, "", None, None, DEFAULT_LIMIT)
+            .await
+            .map(|_| ())
     }
 
     pub async fn stop(&self) -> Result<SandboxState> {
@@ -212,7 +247,9 @@ impl Daemon {
     }
 
     pub async fn exec(&self, req: &ExecRequest) -> Result<ExecResult> {
-        self.call(Method::Post, "/exec", Some(req)).await
+        let limit = Duration::from_millis(req.timeout_ms) + GRACE;
+        self.call_within(Method::Post, "/exec", Some(req), limit)
+            .await
     }
 
     pub async fn read_file(&self, path: &str, encoding: Encoding) -> Result<FileContent> {
@@ -233,6 +270,7 @@ impl Daemon {
                 &query,
                 Some(array.into()),
                 Some("application/octet-stream"),
+                DEFAULT_LIMIT,
             )
             .await?;
         let text = response.text().await?;
@@ -247,7 +285,9 @@ impl Daemon {
 
     pub async fn zip(&self, path: &str) -> Result<Vec<u8>> {
         let query = format!("/files/zip?path={}", urlencode(path));
-        let mut response = self.send(Method::Get, &query, None, None).await?;
+        let mut response = self
+            .send(Method::Get, &query, None, None, DEFAULT_LIMIT)
+            .await?;
         Ok(response.bytes().await?)
     }
 
@@ -281,7 +321,9 @@ impl Daemon {
     }
 
     pub async fn git_clone(&self, req: &GitClone) -> Result<ExecResult> {
-        self.call(Method::Post, "/git/clone", Some(req)).await
+        let limit = Duration::from_millis(req.timeout_ms.max(5 * 60 * 1000)) + GRACE;
+        self.call_within(Method::Post, "/git/clone", Some(req), limit)
+            .await
     }
 
     /// An HTTP request to a program listening on `port` inside the sandbox; returns its status
@@ -309,11 +351,8 @@ impl Daemon {
             req.path.trim_start_matches('/')
         );
         let request = Request::new_with_init(&self.url(&path), &init)?;
-        let mut response = match &self.transport {
-            Transport::Local { .. } => Fetch::Request(request).send().await,
-            Transport::Container(fetcher) => fetcher.fetch_request(request).await,
-        }
-        .map_err(|e| Error::unavailable(format!("the sandbox daemon did not answer ({e})")))?;
+        let limit = Duration::from_millis(req.timeout_ms.unwrap_or(5 * 60 * 1000)) + GRACE;
+        let mut response = self.dispatch(request, Some(limit)).await?;
         let status = response.status_code();
         let daemon_error = response
             .headers()
@@ -332,7 +371,8 @@ impl Daemon {
 
     /// The workspace as a tar.gz stream.
     pub async fn snapshot(&self) -> Result<Response> {
-        self.send(Method::Get, "/snapshot", None, None).await
+        self.send(Method::Get, "/snapshot", None, None, SNAPSHOT_LIMIT)
+            .await
     }
 
     /// Replaces the workspace with a tar.gz stream.
@@ -343,6 +383,7 @@ impl Daemon {
                 "/snapshot",
                 Some(body),
                 Some("application/gzip"),
+                SNAPSHOT_LIMIT,
             )
             .await?;
         let text = response.text().await?;
@@ -369,7 +410,7 @@ async fn daemon_error_from(mut response: Response) -> Error {
             body.message,
             config::DAEMON_SECRET
         );
-        return Error::unavailable(message);
+        return Error::not_configured(message);
     }
     let kind = match body.code {
         ErrorCode::BadRequest | ErrorCode::TooLarge => ErrorKind::InvalidInput,

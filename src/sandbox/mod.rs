@@ -322,7 +322,7 @@ impl SandboxObject {
         }
         match config::sandbox_daemon_url(&self.env) {
             Some(base) => Daemon::new(&self.env, Transport::Local { base }, id),
-            None => Err(Error::unavailable(format!(
+            None => Err(Error::not_configured(format!(
                 "this deployment has no sandbox backend: set {} to a running sandbox daemon \
                  (cargo xtask dev starts one) or deploy with Cloudflare Containers",
                 config::SANDBOX_DAEMON_URL

@@ -89,7 +89,9 @@ impl Driver<'_> {
             Err(e) => {
                 let code = match (e.kind, phase) {
                     (ErrorKind::Unavailable, Phase::Working) => "sandbox_lost",
-                    (ErrorKind::Unavailable, _) => error_codes::SANDBOX_UNAVAILABLE,
+                    (ErrorKind::Unavailable | ErrorKind::NotConfigured, _) => {
+                        error_codes::SANDBOX_UNAVAILABLE
+                    }
                     (_, Phase::Cloning) => "clone_failed",
                     (_, Phase::StartingAgent | Phase::Prompting) => "agent_failed",
                     _ => "run_failed",

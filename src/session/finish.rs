@@ -233,7 +233,7 @@ async fn open_pull_request(
     body: &str,
 ) -> Result<String> {
     let token = config::get(env, config::GITHUB_TOKEN).ok_or_else(|| {
-        Error::unavailable(format!(
+        Error::not_configured(format!(
             "{} is not set: cannot open the pull request",
             config::GITHUB_TOKEN
         ))

@@ -492,3 +492,43 @@ async fn a_run_whose_sandbox_daemon_dies_fails_with_a_clear_reason() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn a_session_is_continued_after_its_sandbox_slept_and_lost_its_disk() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let name = repo_name("sleep");
+    let repository = stack.broken_repo(&name);
+    let (first, session) = start(
+        &mcp,
+        json!({"task": "Fix the test. [scenario:fix-add]", "repository": repository}),
+    )
+    .await;
+    assert_eq!(status(&finished(&mcp, &first).await), "completed");
+    // The sandbox goes to sleep (workspace and OpenCode state to R2), and its disk is lost
+    // (as with a new container).
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    let paused = mcp
+        .call_ok("sandbox_pause", json!({"sandboxId": sandbox}))
+        .await;
+    assert_eq!(paused["status"], "paused");
+    std::fs::remove_dir_all(stack.daemon.sandboxes().join(&sandbox))
+        .expect("drop the sandbox's disk");
+    let second = mcp
+        .call_ok(
+            "opencode_run_task",
+            json!({"task": "Add follow-up notes. [scenario:followup] (after sleep)", "repository": repository, "sessionId": session}),
+        )
+        .await;
+    let second_id = second["runId"].as_str().unwrap().to_string();
+    let two = finished(&mcp, &second_id).await;
+    assert_eq!(status(&two), "completed", "{two:#}");
+    // The conversation came back with the snapshot: the model saw the first run's messages.
+    let resumed = stack
+        .llm
+        .requests("followup")
+        .into_iter()
+        .find(|r| r.step == 0 && r.messages > 4);
+    assert!(resumed.is_some(), "{:?}", stack.llm.requests("followup"));
+    assert_eq!(two["result"]["changedFiles"], json!(["NOTES.md"]));
+}

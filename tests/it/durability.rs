@@ -14,6 +14,7 @@ const STALL_SECS: u64 = 3;
 fn hung_backend_options(hole: &BlackHole) -> WorkerOptions {
     WorkerOptions::default()
         .var("SANDBOX_DAEMON_URL", hole.url())
+        .var("SANDBOX_DAEMON_SECRET", handoff_tests::DAEMON_SECRET)
         .var("RUN_STALL_TIMEOUT_SECONDS", STALL_SECS.to_string())
         .var("HANDOFF_ALLOWED_ORIGINS", "https://inspector.example")
 }

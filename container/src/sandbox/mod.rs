@@ -138,10 +138,24 @@ impl Registry {
         })
     }
 
+    /// The sandbox, if it exists — a sandbox whose directory disappeared (a wiped disk) no
+    /// longer does, so the Worker recreates and restores it.
     pub fn get(&self, id: &str) -> Result<Arc<Sandbox>> {
-        self.lock().get(id).cloned().ok_or_else(|| {
-            ApiError::not_found(format!("sandbox {id} does not exist on this daemon"))
-        })
+        let mut map = self.lock();
+        match map.get(id) {
+            Some(sandbox) if sandbox.home.is_dir() => Ok(sandbox.clone()),
+            Some(_) => {
+                if let Some(lost) = map.remove(id) {
+                    tokio::spawn(async move { lost.halt().await });
+                }
+                Err(ApiError::not_found(format!(
+                    "sandbox {id} lost its files on this daemon"
+                )))
+            }
+            None => Err(ApiError::not_found(format!(
+                "sandbox {id} does not exist on this daemon"
+            ))),
+        }
     }
 
     /// Creates the sandbox or replaces its spec.
