@@ -1,94 +1,172 @@
-//! `cargo xtask dev`: the whole stack on this machine. Builds the Worker, makes sure `.dev.vars`
-//! holds a local API token and signing key, runs `wrangler dev` on 127.0.0.1 with persistent
-//! state in `.wrangler/state`, and stops everything on Ctrl-C.
+//! `cargo xtask dev [--port N] [--demo]`: the whole stack on this machine. Builds the Worker and
+//! the sandbox daemon, makes sure `.dev.vars` holds local secrets, starts the daemon (with
+//! OpenCode on its tools path) and `wrangler dev` on 127.0.0.1 with persistent state in
+//! `.wrangler/state`, and stops everything on Ctrl-C. `--demo` adds the scripted LLM and a local
+//! forge with a broken repository, so a whole run — task in, pull request out — works with no
+//! keys at all.
 
 use crate::proc::{self, Server};
 use crate::{root, setup, worker, Result};
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 const DEFAULT_PORT: u16 = 8787;
 
+struct Options {
+    port: u16,
+    demo: bool,
+}
+
 pub fn run(args: &[String]) -> Result {
-    let port = parse_port(args)?;
+    let options = parse(args)?;
     let tools = setup::ensure()?;
     worker::build(&tools)?;
     worker::build_daemon(&tools)?;
-    let (token, daemon_secret) = ensure_dev_vars()?;
+    let secrets = ensure_dev_vars()?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
         .map_err(|e| format!("could not install the Ctrl-C handler: {e}"))?;
 
+    let mut servers: Vec<Server> = Vec::new();
+    let result = start_all(&tools, &options, &secrets, &mut servers).and_then(|()| {
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                println!("\nxtask: stopping");
+                return Ok(());
+            }
+            for server in servers.iter_mut() {
+                if let Some(status) = server.exited() {
+                    return Err(format!("{} exited ({status})", server.name()));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    for server in servers.iter_mut().rev() {
+        server.stop();
+    }
+    result
+}
+
+fn start_all(tools: &setup::Tools, options: &Options, secrets: &Secrets, servers: &mut Vec<Server>) -> Result {
+    let port = options.port;
     let daemon_port = port + 1;
-    let sandboxes = root().join(".handoff/sandboxes");
-    let mut daemon_cmd = std::process::Command::new(worker::daemon_binary());
+    let mut daemon_cmd = Command::new(worker::daemon_binary());
     daemon_cmd
         .arg("--listen")
         .arg(format!("127.0.0.1:{daemon_port}"))
         .arg("--root")
-        .arg(&sandboxes)
-        .env("SANDBOX_DAEMON_SECRET", &daemon_secret);
-    let mut daemon = Server::spawn("the sandbox daemon", &mut daemon_cmd)?;
-    proc::wait_for_http(
-        daemon_port,
-        "/v1/health",
-        Duration::from_secs(30),
-        &mut daemon,
-    )?;
+        .arg(root().join(".handoff/sandboxes"))
+        .arg("--tools-dir")
+        .arg(root().join("node_modules/opencode-linux-x64/bin"))
+        .env("SANDBOX_DAEMON_SECRET", &secrets.daemon);
+    servers.push(Server::spawn("the sandbox daemon", &mut daemon_cmd)?);
+    proc::wait_for_http(daemon_port, "/v1/health", Duration::from_secs(30), servers.last_mut().expect("daemon"))?;
+
+    let mut vars = vec![format!("SANDBOX_DAEMON_URL:http://127.0.0.1:{daemon_port}")];
+    let demo = if options.demo {
+        let (server, demo) = start_demo(tools)?;
+        servers.push(server);
+        for (key, value) in demo["vars"].as_object().into_iter().flatten() {
+            vars.push(format!("{key}:{}", value.as_str().unwrap_or_default()));
+        }
+        Some(demo)
+    } else {
+        None
+    };
 
     let mut cmd = tools.command(tools.wrangler());
     cmd.args(["dev", "--local", "--ip", "127.0.0.1", "--port"])
         .arg(port.to_string())
-        .arg("--var")
-        .arg(format!("SANDBOX_DAEMON_URL:http://127.0.0.1:{daemon_port}"))
         .arg("--show-interactive-dev-session=false")
         .current_dir(root())
         .env("WRANGLER_SEND_METRICS", "false")
         .env("CLOUDFLARE_CF_FETCH_ENABLED", "false");
-    let mut server = Server::spawn("wrangler dev", &mut cmd)?;
-    proc::wait_for_http(port, "/health", Duration::from_secs(120), &mut server)?;
+    for var in &vars {
+        cmd.arg("--var").arg(var);
+    }
+    servers.push(Server::spawn("wrangler dev", &mut cmd)?);
+    proc::wait_for_http(port, "/health", Duration::from_secs(120), servers.last_mut().expect("wrangler"))?;
 
     let url = format!("http://127.0.0.1:{port}/mcp");
+    let token = &secrets.api_token;
     println!(
         "\nhandoff is running.\n\n  MCP endpoint: {url}\n  API token:    {token}  (in .dev.vars)\n\n\
-         Add it to Claude Code:\n  claude mcp add --transport http handoff {url} --header \"Authorization: Bearer {token}\"\n\n\
-         Press Ctrl-C to stop.\n"
+         Add it to Claude Code:\n  claude mcp add --transport http handoff {url} --header \"Authorization: Bearer {token}\"\n"
     );
-    loop {
-        if stop.load(Ordering::SeqCst) {
-            println!("\nxtask: stopping");
-            server.stop();
-            daemon.stop();
-            return Ok(());
-        }
-        if let Some(status) = server.exited() {
-            daemon.stop();
-            return Err(format!("wrangler dev exited ({status})"));
-        }
-        if let Some(status) = daemon.exited() {
-            server.stop();
-            return Err(format!("the sandbox daemon exited ({status})"));
-        }
-        std::thread::sleep(Duration::from_millis(200));
+    match demo {
+        Some(demo) => println!(
+            "DEMO MODE — the model is a scripted stand-in and the git forge is local; nothing leaves this machine.\n\
+             Ask your assistant to call opencode_run_task with:\n  repository: {}\n  task: {}\n\
+             and to poll opencode_get_result until it completes: it fixes the bug and opens a pull request on the local forge.\n",
+            demo["repository"].as_str().unwrap_or_default(),
+            demo["task"].as_str().unwrap_or_default(),
+        ),
+        None => println!(
+            "Runs need a model and a forge: put ANTHROPIC_API_KEY (or OPENAI_API_KEY) and GITHUB_TOKEN in .dev.vars\n\
+             (see .dev.vars.example), or try `cargo xtask dev --demo` for a keyless demo.\n"
+        ),
     }
+    println!("Press Ctrl-C to stop.\n");
+    Ok(())
 }
 
-fn parse_port(args: &[String]) -> Result<u16> {
-    match args {
-        [] => Ok(DEFAULT_PORT),
-        [flag, value] if flag == "--port" => value
-            .parse()
-            .map_err(|_| format!("--port needs a number, got {value:?}")),
-        _ => Err("usage: cargo xtask dev [--port N]".into()),
-    }
+/// Starts the demo stand-ins and reads the line that says where they are.
+fn start_demo(tools: &setup::Tools) -> Result<(Server, serde_json::Value)> {
+    let mut build = tools.command("cargo");
+    build
+        .args(["build", "--quiet", "-p", "handoff-tests", "--bin", "handoff-demo"])
+        .current_dir(root());
+    proc::run(&mut build)?;
+    let mut cmd = Command::new(root().join("target/debug/handoff-demo"));
+    cmd.arg(root().join(".handoff/demo")).stdout(Stdio::piped());
+    let mut server = Server::spawn("the demo stand-ins", &mut cmd)?;
+    let stdout = server
+        .take_stdout()
+        .ok_or_else(|| "the demo printed nothing".to_string())?;
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .map_err(|e| format!("reading the demo's address line: {e}"))?;
+    let demo: serde_json::Value =
+        serde_json::from_str(&line).map_err(|e| format!("the demo's address line is not JSON ({e}): {line}"))?;
+    Ok((server, demo))
 }
 
-/// Creates `.dev.vars` (or adds what it lacks); returns the local API token and the daemon secret.
-fn ensure_dev_vars() -> Result<(String, String)> {
+fn parse(args: &[String]) -> Result<Options> {
+    let mut options = Options {
+        port: DEFAULT_PORT,
+        demo: false,
+    };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--demo" => options.demo = true,
+            "--port" => {
+                let value = args.next().ok_or("--port needs a number")?;
+                options.port = value
+                    .parse()
+                    .map_err(|_| format!("--port needs a number, got {value:?}"))?;
+            }
+            other => return Err(format!("unknown option {other:?}; usage: cargo xtask dev [--port N] [--demo]")),
+        }
+    }
+    Ok(options)
+}
+
+struct Secrets {
+    api_token: String,
+    daemon: String,
+}
+
+/// Creates `.dev.vars` (or adds what it lacks): a local API token and the keys the Worker signs
+/// with. Provider keys are the user's to add.
+fn ensure_dev_vars() -> Result<Secrets> {
     let path = root().join(".dev.vars");
     let mut text = std::fs::read_to_string(&path).unwrap_or_default();
     if text.is_empty() {
@@ -97,46 +175,36 @@ fn ensure_dev_vars() -> Result<(String, String)> {
              # Every variable is documented in .dev.vars.example.\n",
         );
     }
-    let mut changed = false;
-    if value_of(&text, "HANDOFF_API_TOKENS").is_none() {
-        text.push_str(&format!(
-            "HANDOFF_API_TOKENS=local:hnd_{}\n",
-            random_token()?
-        ));
-        changed = true;
+    let mut added = Vec::new();
+    for (key, prefix) in [
+        ("HANDOFF_API_TOKENS", "local:hnd_"),
+        ("HANDOFF_SIGNING_KEY", ""),
+        ("SANDBOX_DAEMON_SECRET", ""),
+        ("PROXY_JWT_SECRET", ""),
+    ] {
+        if value_of(&text, key).is_none() {
+            text.push_str(&format!("{key}={prefix}{}\n", random_token()?));
+            added.push(key);
+        }
     }
-    if value_of(&text, "HANDOFF_SIGNING_KEY").is_none() {
-        text.push_str(&format!("HANDOFF_SIGNING_KEY={}\n", random_token()?));
-        changed = true;
-    }
-    if value_of(&text, "SANDBOX_DAEMON_SECRET").is_none() {
-        text.push_str(&format!("SANDBOX_DAEMON_SECRET={}\n", random_token()?));
-        changed = true;
-    }
-    if changed {
+    if !added.is_empty() {
         std::fs::write(&path, &text).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        println!("xtask: wrote local secrets (API token, signing key, daemon secret) to .dev.vars");
+        println!("xtask: wrote local secrets to .dev.vars ({})", added.join(", "));
     }
     let tokens = value_of(&text, "HANDOFF_API_TOKENS").unwrap_or_default();
     let first = tokens
         .split([',', ' '])
         .find(|t| !t.is_empty())
         .unwrap_or_default();
-    let token = first.split_once(':').map_or(first, |(_, t)| t).to_string();
-    Ok((
-        token,
-        value_of(&text, "SANDBOX_DAEMON_SECRET").unwrap_or_default(),
-    ))
+    Ok(Secrets {
+        api_token: first.split_once(':').map_or(first, |(_, t)| t).to_string(),
+        daemon: value_of(&text, "SANDBOX_DAEMON_SECRET").unwrap_or_default(),
+    })
 }
 
 fn value_of(text: &str, key: &str) -> Option<String> {
     text.lines()
-        .filter_map(|line| {
-            line.trim()
-                .strip_prefix(key)?
-                .trim_start()
-                .strip_prefix('=')
-        })
+        .filter_map(|line| line.trim().strip_prefix(key)?.trim_start().strip_prefix('='))
         .map(|v| v.trim().trim_matches('"').to_string())
         .find(|v| !v.is_empty())
 }

@@ -52,6 +52,15 @@ impl Server {
         })
     }
 
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The server's stdout, if it was piped.
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
+    }
+
     /// `Some(status)` once the server has exited.
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
