@@ -1,6 +1,7 @@
-//! `cargo xtask bench [runs|sandboxes]`: starts fresh local stacks and prints figures — what was
+//! `cargo xtask bench [runs|sandboxes|agent]`: starts fresh local stacks and prints figures — what was
 //! measured and how it compares with the targets. It never fails on a target.
 
+mod agent;
 mod runs;
 mod sandboxes;
 mod stats;
@@ -11,12 +12,14 @@ async fn main() {
     match which.as_str() {
         "runs" => runs::run().await,
         "sandboxes" => sandboxes::run().await,
+        "agent" => agent::run().await,
         "all" => {
             runs::run().await;
             sandboxes::run().await;
+            agent::run().await;
         }
         other => {
-            eprintln!("bench: unknown benchmark {other:?}; use runs, sandboxes or all");
+            eprintln!("bench: unknown benchmark {other:?}; use runs, sandboxes, agent or all");
             std::process::exit(2);
         }
     }

@@ -76,6 +76,9 @@ pub fn script(scenario: &str, step: usize) -> Reply {
 #[derive(Debug, Clone)]
 pub struct Recorded {
     pub scenario: String,
+    /// The handoff run whose prompt this conversation carries (`[handoff:run_…]`), if any.
+    pub run: Option<String>,
+    pub at: std::time::Instant,
     pub step: usize,
     pub messages: usize,
     pub api_key: String,
@@ -195,9 +198,15 @@ async fn messages(
     }
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let (scenario, step) = locate(&messages);
+    let run = messages.iter().rev().map(text_of).find_map(|t| {
+        let rest = t.split("[handoff:").nth(1)?;
+        Some(rest.split(']').next()?.to_string())
+    });
     if let Ok(mut log) = state.requests.lock() {
         log.push(Recorded {
             scenario: scenario.clone(),
+            run,
+            at: std::time::Instant::now(),
             step,
             messages: messages.len(),
             api_key,

@@ -33,19 +33,17 @@ pub fn run(args: &[String]) -> Result {
         .map_err(|e| format!("could not install the Ctrl-C handler: {e}"))?;
 
     let mut servers: Vec<Server> = Vec::new();
-    let result = start_all(&tools, &options, &secrets, &mut servers).and_then(|()| {
-        loop {
-            if stop.load(Ordering::SeqCst) {
-                println!("\nxtask: stopping");
-                return Ok(());
-            }
-            for server in servers.iter_mut() {
-                if let Some(status) = server.exited() {
-                    return Err(format!("{} exited ({status})", server.name()));
-                }
-            }
-            std::thread::sleep(Duration::from_millis(200));
+    let result = start_all(&tools, &options, &secrets, &mut servers).and_then(|()| loop {
+        if stop.load(Ordering::SeqCst) {
+            println!("\nxtask: stopping");
+            return Ok(());
         }
+        for server in servers.iter_mut() {
+            if let Some(status) = server.exited() {
+                return Err(format!("{} exited ({status})", server.name()));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
     });
     for server in servers.iter_mut().rev() {
         server.stop();
@@ -53,7 +51,12 @@ pub fn run(args: &[String]) -> Result {
     result
 }
 
-fn start_all(tools: &setup::Tools, options: &Options, secrets: &Secrets, servers: &mut Vec<Server>) -> Result {
+fn start_all(
+    tools: &setup::Tools,
+    options: &Options,
+    secrets: &Secrets,
+    servers: &mut Vec<Server>,
+) -> Result {
     let port = options.port;
     let daemon_port = port + 1;
     let mut daemon_cmd = Command::new(worker::daemon_binary());
@@ -66,7 +69,12 @@ fn start_all(tools: &setup::Tools, options: &Options, secrets: &Secrets, servers
         .arg(root().join("node_modules/opencode-linux-x64/bin"))
         .env("SANDBOX_DAEMON_SECRET", &secrets.daemon);
     servers.push(Server::spawn("the sandbox daemon", &mut daemon_cmd)?);
-    proc::wait_for_http(daemon_port, "/v1/health", Duration::from_secs(30), servers.last_mut().expect("daemon"))?;
+    proc::wait_for_http(
+        daemon_port,
+        "/v1/health",
+        Duration::from_secs(30),
+        servers.last_mut().expect("daemon"),
+    )?;
 
     let mut vars = vec![format!("SANDBOX_DAEMON_URL:http://127.0.0.1:{daemon_port}")];
     let demo = if options.demo {
@@ -91,7 +99,12 @@ fn start_all(tools: &setup::Tools, options: &Options, secrets: &Secrets, servers
         cmd.arg("--var").arg(var);
     }
     servers.push(Server::spawn("wrangler dev", &mut cmd)?);
-    proc::wait_for_http(port, "/health", Duration::from_secs(120), servers.last_mut().expect("wrangler"))?;
+    proc::wait_for_http(
+        port,
+        "/health",
+        Duration::from_secs(120),
+        servers.last_mut().expect("wrangler"),
+    )?;
 
     let url = format!("http://127.0.0.1:{port}/mcp");
     let token = &secrets.api_token;
@@ -120,7 +133,14 @@ fn start_all(tools: &setup::Tools, options: &Options, secrets: &Secrets, servers
 fn start_demo(tools: &setup::Tools) -> Result<(Server, serde_json::Value)> {
     let mut build = tools.command("cargo");
     build
-        .args(["build", "--quiet", "-p", "handoff-tests", "--bin", "handoff-demo"])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "handoff-tests",
+            "--bin",
+            "handoff-demo",
+        ])
         .current_dir(root());
     proc::run(&mut build)?;
     let mut cmd = Command::new(root().join("target/debug/handoff-demo"));
@@ -133,8 +153,8 @@ fn start_demo(tools: &setup::Tools) -> Result<(Server, serde_json::Value)> {
     BufReader::new(stdout)
         .read_line(&mut line)
         .map_err(|e| format!("reading the demo's address line: {e}"))?;
-    let demo: serde_json::Value =
-        serde_json::from_str(&line).map_err(|e| format!("the demo's address line is not JSON ({e}): {line}"))?;
+    let demo: serde_json::Value = serde_json::from_str(&line)
+        .map_err(|e| format!("the demo's address line is not JSON ({e}): {line}"))?;
     Ok((server, demo))
 }
 
@@ -153,7 +173,11 @@ fn parse(args: &[String]) -> Result<Options> {
                     .parse()
                     .map_err(|_| format!("--port needs a number, got {value:?}"))?;
             }
-            other => return Err(format!("unknown option {other:?}; usage: cargo xtask dev [--port N] [--demo]")),
+            other => {
+                return Err(format!(
+                    "unknown option {other:?}; usage: cargo xtask dev [--port N] [--demo]"
+                ))
+            }
         }
     }
     Ok(options)
@@ -189,7 +213,10 @@ fn ensure_dev_vars() -> Result<Secrets> {
     }
     if !added.is_empty() {
         std::fs::write(&path, &text).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        println!("xtask: wrote local secrets to .dev.vars ({})", added.join(", "));
+        println!(
+            "xtask: wrote local secrets to .dev.vars ({})",
+            added.join(", ")
+        );
     }
     let tokens = value_of(&text, "HANDOFF_API_TOKENS").unwrap_or_default();
     let first = tokens
@@ -204,7 +231,12 @@ fn ensure_dev_vars() -> Result<Secrets> {
 
 fn value_of(text: &str, key: &str) -> Option<String> {
     text.lines()
-        .filter_map(|line| line.trim().strip_prefix(key)?.trim_start().strip_prefix('='))
+        .filter_map(|line| {
+            line.trim()
+                .strip_prefix(key)?
+                .trim_start()
+                .strip_prefix('=')
+        })
         .map(|v| v.trim().trim_matches('"').to_string())
         .find(|v| !v.is_empty())
 }

@@ -1,0 +1,252 @@
+//! The delegated-run benchmark, with real OpenCode against the scripted LLM and the local forge:
+//! time to OpenCode's first model request (cold and warm sandbox), handoff's overhead over a
+//! bare `opencode run` of the same scripted task, daemon and OpenCode memory during a run, and
+//! how many runs one host completes at once.
+
+use crate::stats::verdict;
+use handoff_tests::stack::{RunStack, CANARY_ANTHROPIC_KEY};
+use handoff_tests::{root, Mcp};
+use serde_json::{json, Value};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TASK: &str = "The test in test.sh fails. Fix it. [scenario:fix-add]";
+
+pub async fn run() {
+    println!("\n== Delegated runs (real OpenCode, scripted LLM, local forge) ==");
+    let stack = RunStack::start(&[("RUN_POLL_INTERVAL_MS", "250")]);
+    let mcp = Arc::new(Mcp::connect(&stack.url()).await);
+    println!("(session poll interval 250 ms)");
+
+    // Cold: a new session, so a new sandbox, a clone and a fresh OpenCode.
+    let repo = stack.broken_repo("bench-cold");
+    let started = Instant::now();
+    let (run_id, session) = run_task(&mcp, json!({"task": TASK, "repository": repo})).await;
+    let cold_first = first_request(&stack, &run_id, started).await;
+    let run = wait(&mcp, &run_id).await;
+    let cold_total = started.elapsed();
+    println!(
+        "cold sandbox: first model request after {:.2} s; completed (pull request opened) after {:.2} s [{}]",
+        cold_first.as_secs_f64(),
+        cold_total.as_secs_f64(),
+        run["status"].as_str().unwrap_or_default()
+    );
+
+    // Warm: the same session again (sandbox running, repository cloned).
+    let started = Instant::now();
+    let (warm_id, _) = run_task(
+        &mcp,
+        json!({"task": "Add follow-up notes. [scenario:followup]", "repository": repo, "sessionId": session}),
+    )
+    .await;
+    let warm_first = first_request(&stack, &warm_id, started).await;
+    let warm = wait(&mcp, &warm_id).await;
+    println!(
+        "warm sandbox: first model request after {:.2} s; completed after {:.2} s [{}]",
+        warm_first.as_secs_f64(),
+        started.elapsed().as_secs_f64(),
+        warm["status"].as_str().unwrap_or_default()
+    );
+
+    // The same task with a bare `opencode run` on the host.
+    match bare_opencode(&stack) {
+        Ok(bare) => println!(
+            "bare `opencode run` of the same scripted task: {:.2} s; handoff's overhead (cold run, incl. sandbox, clone, push, pull request): {:.2} s",
+            bare.as_secs_f64(),
+            cold_total.as_secs_f64() - bare.as_secs_f64()
+        ),
+        Err(e) => println!("bare `opencode run` could not be measured: {e}"),
+    }
+
+    // Memory while an agent works (the slow-fix script waits 8 s before its first reply).
+    let repo = stack.broken_repo("bench-memory");
+    let sampling = Arc::new(AtomicBool::new(true));
+    let daemon_peak = Arc::new(AtomicU64::new(0));
+    let agent_peak = Arc::new(AtomicU64::new(0));
+    let daemon_pid = stack.daemon.pgid().unwrap_or(0) as u32;
+    let sampler = {
+        let (sampling, daemon_peak, agent_peak) =
+            (sampling.clone(), daemon_peak.clone(), agent_peak.clone());
+        std::thread::spawn(move || {
+            while sampling.load(Ordering::SeqCst) {
+                daemon_peak.fetch_max(rss_kib(daemon_pid), Ordering::SeqCst);
+                agent_peak.fetch_max(opencode_rss_kib(), Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    let (memory_run, _) = run_task(
+        &mcp,
+        json!({"task": "Fix it slowly. [scenario:slow-fix]", "repository": repo}),
+    )
+    .await;
+    wait(&mcp, &memory_run).await;
+    sampling.store(false, Ordering::SeqCst);
+    let _ = sampler.join();
+    println!(
+        "peak resident memory during a run: daemon {:.1} MiB, OpenCode {:.0} MiB",
+        daemon_peak.load(Ordering::SeqCst) as f64 / 1024.0,
+        agent_peak.load(Ordering::SeqCst) as f64 / 1024.0
+    );
+
+    // Concurrent runs, each in its own session and sandbox.
+    for n in [1usize, 2, 4, 8] {
+        let repos: Vec<String> = (0..n)
+            .map(|i| stack.broken_repo(&format!("bench-par-{n}-{i}")))
+            .collect();
+        let started = Instant::now();
+        let mut handles = Vec::new();
+        for repo in repos {
+            let mcp = mcp.clone();
+            handles.push(tokio::spawn(async move {
+                let (id, _) = run_task(&mcp, json!({"task": TASK, "repository": repo})).await;
+                wait(&mcp, &id).await["status"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            }));
+        }
+        let mut completed = 0;
+        for handle in handles {
+            if handle.await.map(|s| s == "completed").unwrap_or(false) {
+                completed += 1;
+            }
+        }
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "{n} concurrent runs: {completed}/{n} completed in {secs:.1} s ({:.2} runs/min) {}",
+            completed as f64 / secs * 60.0,
+            verdict(completed == n)
+        );
+    }
+}
+
+async fn run_task(mcp: &Mcp, arguments: Value) -> (String, String) {
+    let out = mcp.call_ok("opencode_run_task", arguments).await;
+    (
+        out["runId"].as_str().expect("runId").to_string(),
+        out["sessionId"].as_str().expect("sessionId").to_string(),
+    )
+}
+
+async fn wait(mcp: &Mcp, run_id: &str) -> Value {
+    mcp.wait_run(run_id, Duration::from_secs(600), |r| {
+        matches!(
+            r["status"].as_str(),
+            Some("completed" | "failed" | "cancelled")
+        )
+    })
+    .await
+}
+
+/// How long after `started` the scripted LLM first heard from this run.
+async fn first_request(stack: &RunStack, run_id: &str, started: Instant) -> Duration {
+    for _ in 0..6000 {
+        if let Some(first) = stack
+            .llm
+            .all_requests()
+            .iter()
+            .filter(|r| r.run.as_deref() == Some(run_id))
+            .map(|r| r.at)
+            .min()
+        {
+            return first.saturating_duration_since(started);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Duration::MAX
+}
+
+/// `opencode run` of the same scripted task in a fresh clone on the host, timed.
+fn bare_opencode(stack: &RunStack) -> Result<Duration, String> {
+    let repo = stack.broken_repo("bench-bare");
+    let dir = std::env::temp_dir().join(format!("handoff-bench-bare-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let auth = format!(
+        "http.extraHeader=Authorization: Basic {}",
+        base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            format!(
+                "x-access-token:{}",
+                handoff_tests::stack::CANARY_GITHUB_TOKEN
+            )
+        )
+    );
+    let clone = Command::new("git")
+        .args(["-c", &auth, "clone", "-q", &repo])
+        .arg(dir.join("repo"))
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !clone.success() {
+        return Err("git clone failed".into());
+    }
+    let state = dir.join("state");
+    let binary = root().join("node_modules/opencode-linux-x64/bin/opencode");
+    let started = Instant::now();
+    let out = Command::new(binary)
+        .args(["run", "-m", "anthropic/claude-sonnet-4-5", TASK])
+        .current_dir(dir.join("repo"))
+        .env("PWD", dir.join("repo"))
+        .env("HOME", state.join("home"))
+        .env("XDG_CONFIG_HOME", state.join("config"))
+        .env("XDG_DATA_HOME", state.join("data"))
+        .env("XDG_CACHE_HOME", state.join("cache"))
+        .env("XDG_STATE_HOME", state.join("state"))
+        .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+        .env("NPM_CONFIG_REGISTRY", "http://127.0.0.1:9/")
+        .env("ANTHROPIC_API_KEY", CANARY_ANTHROPIC_KEY)
+        .env(
+            "OPENCODE_CONFIG_CONTENT",
+            json!({"autoupdate": false, "share": "disabled", "permission": {"*": "allow", "webfetch": "deny"},
+                "provider": {"anthropic": {"options": {"baseURL": format!("{}/v1", stack.llm.url())}}}})
+            .to_string(),
+        )
+        .output()
+        .map_err(|e| e.to_string())?;
+    let elapsed = started.elapsed();
+    let fixed = std::fs::read_to_string(dir.join("repo/add.sh")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    if !out.status.success() || !fixed.contains("$1 + $2") {
+        return Err(format!(
+            "opencode run did not fix the file: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(elapsed)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The largest resident set of any OpenCode process on the host (sandboxes' included).
+fn opencode_rss_kib() -> u64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    c.starts_with(b"opencode")
+                        || String::from_utf8_lossy(&c).contains("/opencode\0serve")
+                })
+                .unwrap_or(false)
+        })
+        .map(rss_kib)
+        .max()
+        .unwrap_or(0)
+}
