@@ -123,7 +123,12 @@ async fn a_run_fixes_the_failing_test_and_opens_a_pull_request() {
         .contains("$1 - $2"));
 
     // The model saw the real key through the proxy; the forge saw the real token, only.
-    let requests = stack.llm.requests("fix-add");
+    let requests: Vec<_> = stack
+        .llm
+        .requests("fix-add")
+        .into_iter()
+        .filter(|r| r.run.as_deref() == Some(run_id.as_str()))
+        .collect();
     assert!(requests.len() >= 4, "{requests:?}");
     assert!(requests
         .iter()
@@ -202,7 +207,12 @@ async fn a_session_continues_in_order_in_the_same_sandbox_and_conversation() {
     );
     // Same OpenCode conversation: the second task's first model call carries the first run's
     // messages.
-    let followups = stack.llm.requests("followup");
+    let followups: Vec<_> = stack
+        .llm
+        .requests("followup")
+        .into_iter()
+        .filter(|r| r.run.as_deref() == Some(second_id.as_str()))
+        .collect();
     assert!(followups[0].messages > 4, "history included: {followups:?}");
     assert_eq!(two["result"]["changedFiles"], json!(["NOTES.md"]));
     let branch = format!("handoff/{second_id}");
@@ -524,11 +534,10 @@ async fn a_session_is_continued_after_its_sandbox_slept_and_lost_its_disk() {
     let two = finished(&mcp, &second_id).await;
     assert_eq!(status(&two), "completed", "{two:#}");
     // The conversation came back with the snapshot: the model saw the first run's messages.
-    let resumed = stack
-        .llm
-        .requests("followup")
-        .into_iter()
-        .find(|r| r.step == 0 && r.messages > 4);
+    let resumed =
+        stack.llm.requests("followup").into_iter().find(|r| {
+            r.run.as_deref() == Some(second_id.as_str()) && r.step == 0 && r.messages > 4
+        });
     assert!(resumed.is_some(), "{:?}", stack.llm.requests("followup"));
     assert_eq!(two["result"]["changedFiles"], json!(["NOTES.md"]));
 }
