@@ -565,8 +565,6 @@ impl Driver<'_> {
             ..RunOutcome::default()
         };
         if let Some(checkout) = &current.checkout {
-            let mut pushing = current.clone();
-            pushing.detail = turn.detail.clone();
             Ledger::get(self.env)?
                 .progress(
                     &current.run_id,
@@ -582,32 +580,50 @@ impl Driver<'_> {
             )?;
             let page =
                 links::run_page_url(self.env, &self.worker_public_url(run), &run.id, now_ms());
-            match finish::publish(
-                self.env, &sandbox, checkout, &run.id, &run.title, &summary, page, &git_token,
+            let pushed = match finish::push(
+                &sandbox, checkout, &run.id, &run.title, &summary, &git_token,
             )
             .await
             {
-                Ok(published) => {
-                    outcome.branch = published.branch;
-                    outcome.pull_request_url = published.pull_request_url;
-                    outcome.commits = published.commits;
-                    outcome.changed_files = published.changed_files;
-                    outcome.diffstat = published.diffstat;
-                }
+                Ok(pushed) => pushed,
                 Err(Failure { phase, error }) => {
-                    let code = if phase == "opening_pr" {
-                        "pr_failed"
-                    } else {
-                        "push_failed"
-                    };
-                    self.fail(
-                        &current,
-                        code,
-                        format!("failed while {phase}: {}", error.message),
-                    )
-                    .await?;
+                    let message = format!("failed while {phase}: {}", error.message);
+                    self.fail(&current, "push_failed", message).await?;
                     return Ok(Next::Now);
                 }
+            };
+            if let Some(pushed) = pushed {
+                Ledger::get(self.env)?
+                    .progress(
+                        &current.run_id,
+                        "opening_pr",
+                        &format!("opening a pull request from {}", pushed.branch),
+                        None,
+                    )
+                    .await?;
+                match finish::open_pull_request(
+                    self.env,
+                    checkout,
+                    &pushed.branch,
+                    &run.title,
+                    &summary,
+                    &run.id,
+                    page,
+                )
+                .await
+                {
+                    Ok(url) => outcome.pull_request_url = Some(url),
+                    Err(error) => {
+                        let message =
+                            format!("failed while opening the pull request: {}", error.message);
+                        self.fail(&current, "pr_failed", message).await?;
+                        return Ok(Next::Now);
+                    }
+                }
+                outcome.branch = Some(pushed.branch);
+                outcome.commits = pushed.commits;
+                outcome.changed_files = pushed.changed_files;
+                outcome.diffstat = pushed.diffstat;
             }
         }
         Ledger::get(self.env)?

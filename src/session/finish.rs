@@ -22,9 +22,9 @@ const AUTHOR: [&str; 4] = [
 ];
 const GIT_TIMEOUT_MS: u64 = 5 * 60 * 1000;
 
-pub struct Published {
-    pub branch: Option<String>,
-    pub pull_request_url: Option<String>,
+/// What was pushed for a run.
+pub struct Pushed {
+    pub branch: String,
     pub commits: Vec<Commit>,
     pub changed_files: Vec<String>,
     pub diffstat: Option<String>,
@@ -71,18 +71,15 @@ pub async fn git(
     }
 }
 
-/// Commits, pushes and opens the pull request for a finished run.
-#[allow(clippy::too_many_arguments)]
-pub async fn publish(
-    env: &Env,
+/// Commits what the agent changed and pushes it; `None` when nothing changed.
+pub async fn push(
     sandbox: &SandboxClient,
     checkout: &Checkout,
     run_id: &str,
     title: &str,
     summary: &str,
-    run_page: Option<String>,
     git_token: &str,
-) -> std::result::Result<Published, Failure> {
+) -> std::result::Result<Option<Pushed>, Failure> {
     let dir = checkout.dir.as_str();
     let no_env = BTreeMap::new;
     let status = git(sandbox, dir, &["status", "--porcelain"], no_env())
@@ -130,13 +127,7 @@ pub async fn publish(
         .await
         .map_err(fail("committing"))?;
     if ahead.stdout.trim() == "0" {
-        return Ok(Published {
-            branch: None,
-            pull_request_url: None,
-            commits: Vec::new(),
-            changed_files: Vec::new(),
-            diffstat: None,
-        });
+        return Ok(None);
     }
     let branch = git(
         sandbox,
@@ -208,30 +199,29 @@ pub async fn publish(
         .await
         .map_err(fail("pushing"))?;
 
-    let mut body = format!("{summary}\n\n---\nOpened by handoff for run `{run_id}`.");
-    if let Some(page) = run_page {
-        body.push_str(&format!(" [Follow the run]({page})"));
-    }
-    let url = open_pull_request(env, checkout, &branch, title, &body)
-        .await
-        .map_err(fail("opening_pr"))?;
-    Ok(Published {
-        branch: Some(branch),
-        pull_request_url: Some(url),
+    Ok(Some(Pushed {
+        branch,
         commits,
         changed_files,
         diffstat,
-    })
+    }))
 }
 
-/// `POST /repos/{owner}/{repo}/pulls`; an existing pull request for the branch is reused.
-async fn open_pull_request(
+/// `POST /repos/{owner}/{repo}/pulls` with the agent's summary and a link to the run; an
+/// existing pull request for the branch is reused.
+pub async fn open_pull_request(
     env: &Env,
     checkout: &Checkout,
     branch: &str,
     title: &str,
-    body: &str,
+    summary: &str,
+    run_id: &str,
+    run_page: Option<String>,
 ) -> Result<String> {
+    let mut body = format!("{summary}\n\n---\nOpened by handoff for run `{run_id}`.");
+    if let Some(page) = run_page {
+        body.push_str(&format!(" [Follow the run]({page})"));
+    }
     let token = config::get(env, config::GITHUB_TOKEN).ok_or_else(|| {
         Error::not_configured(format!(
             "{} is not set: cannot open the pull request",

@@ -252,6 +252,63 @@ async fn cancelling_a_working_run_stops_the_agent() {
     let (run_id, session) = start(&mcp, json!({"task": "Take your time. [scenario:slow]"})).await;
     let run = working(&mcp, &run_id).await;
     assert_eq!(status(&run), "running", "{run:#}");
+
+    // A run queued behind it in the same session is cancelled without ever starting.
+    let (queued, _) = start(
+        &mcp,
+        json!({"task": "Next. [scenario:no-change]", "sessionId": session}),
+    )
+    .await;
+    let dropped = mcp
+        .call_ok("opencode_cancel_run", json!({"runId": queued}))
+        .await;
+    assert_eq!(dropped["cancelled"], true);
+    let queued_run = mcp.get_run(&queued).await;
+    let statuses: Vec<&str> = queued_run["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["queued", "cancelled"]);
+
+    // While the run is active, a forge token scoped to it reaches its repository's pull requests.
+    let name = repo_name("proxy");
+    stack.broken_repo(&name);
+    let forge_token = handoff_tests::links::proxy_token(
+        PROXY_SECRET,
+        "handoff:proxy:forge",
+        &run_id,
+        Some(&format!("acme/{name}")),
+        600,
+    );
+    let pulls = read(
+        reqwest::Client::new()
+            .get(format!(
+                "{}/proxy/forge/repos/acme/{name}/pulls",
+                stack.url()
+            ))
+            .bearer_auth(&forge_token)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(pulls.status, 200, "{}", pulls.body);
+    assert_eq!(pulls.json(), json!([]));
+    let seen = stack
+        .forge
+        .seen()
+        .into_iter()
+        .rev()
+        .find(|s| s.path.contains(&name))
+        .expect("the forge was asked");
+    assert_eq!(
+        seen.authorization,
+        format!("Bearer {CANARY_GITHUB_TOKEN}"),
+        "the real token, swapped in by the proxy"
+    );
+
     let cancelled = mcp
         .call_ok("opencode_cancel_run", json!({"runId": run_id}))
         .await;
@@ -540,4 +597,63 @@ async fn a_session_is_continued_after_its_sandbox_slept_and_lost_its_disk() {
         });
     assert!(resumed.is_some(), "{:?}", stack.llm.requests("followup"));
     assert_eq!(two["result"]["changedFiles"], json!(["NOTES.md"]));
+}
+
+#[tokio::test]
+async fn a_branch_the_agent_committed_on_is_the_one_pushed() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let name = repo_name("own");
+    let repository = stack.broken_repo(&name);
+    let (run_id, _) = start(
+        &mcp,
+        json!({"task": "Fix it on your own branch. [scenario:self-commit]", "repository": repository}),
+    )
+    .await;
+    let run = finished(&mcp, &run_id).await;
+    assert_eq!(status(&run), "completed", "{run:#}");
+    assert_eq!(run["result"]["branch"], "agent/own-branch");
+    let pull = stack
+        .forge
+        .pulls()
+        .into_iter()
+        .find(|p| p.repo == name)
+        .expect("a pull request");
+    assert_eq!(pull.head, "agent/own-branch");
+    assert_eq!(run["result"]["commits"][0]["message"], "Fix add");
+    assert!(stack
+        .forge
+        .file_on_branch("acme", &name, "agent/own-branch", "add.sh")
+        .unwrap()
+        .contains("$1 + $2"));
+}
+
+#[tokio::test]
+async fn a_run_can_use_an_openai_compatible_model() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let name = repo_name("openai");
+    let repository = stack.broken_repo(&name);
+    let (run_id, _) = start(
+        &mcp,
+        json!({"task": "Fix the test. [scenario:fix-add]", "repository": repository, "model": "openai/gpt-scripted"}),
+    )
+    .await;
+    let run = finished(&mcp, &run_id).await;
+    assert_eq!(status(&run), "completed", "{run:#}");
+    assert_eq!(run["model"], "openai/gpt-scripted");
+    assert!(run["result"]["pullRequestUrl"].is_string());
+    let requests: Vec<_> = stack
+        .llm
+        .requests("fix-add")
+        .into_iter()
+        .filter(|r| r.run.as_deref() == Some(run_id.as_str()))
+        .collect();
+    assert!(requests.len() >= 4, "{requests:?}");
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.api_key == CANARY_OPENAI_KEY && r.model == "gpt-scripted"),
+        "the OpenAI-compatible API got the real key: {requests:?}"
+    );
 }

@@ -1,5 +1,5 @@
-//! A scripted LLM that speaks the Anthropic Messages API with streaming (the only part of the
-//! stack that cannot exist offline). Each conversation names its script with `[scenario:NAME]`
+//! A scripted LLM that speaks the Anthropic Messages API and the OpenAI-compatible chat
+//! completions API, both streaming (the only part of the stack that cannot exist offline). Each conversation names its script with `[scenario:NAME]`
 //! in the task; the reply is chosen by how many assistant turns follow that task. It checks the
 //! `x-api-key` it receives (the credential proxy must inject the real key) and records every
 //! request for the tests.
@@ -87,6 +87,7 @@ pub struct Recorded {
 
 struct LlmState {
     expected_key: String,
+    expected_openai_key: String,
     requests: Mutex<Vec<Recorded>>,
     ids: AtomicU64,
 }
@@ -97,15 +98,24 @@ pub struct ScriptedLlm {
 }
 
 impl ScriptedLlm {
-    /// Serves on a free loopback port from its own thread for the life of the process.
+    /// Serves on a free loopback port from its own thread for the life of the process; both
+    /// APIs expect `expected_key`.
     pub fn start(expected_key: &str) -> ScriptedLlm {
+        Self::start_with(expected_key, expected_key)
+    }
+
+    /// Serves with one expected key per API.
+    pub fn start_with(anthropic_key: &str, openai_key: &str) -> ScriptedLlm {
+        let expected_key = anthropic_key;
         let state = Arc::new(LlmState {
+            expected_openai_key: openai_key.to_string(),
             expected_key: expected_key.to_string(),
             requests: Mutex::new(Vec::new()),
             ids: AtomicU64::new(1),
         });
         let app = Router::new()
             .route("/v1/messages", post(messages))
+            .route("/v1/chat/completions", post(chat_completions))
             .with_state(state.clone());
         let port = crate::serve_forever(app);
         ScriptedLlm { port, state }
@@ -197,7 +207,42 @@ async fn messages(
         );
     }
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let (scenario, step) = locate(&messages);
+    let (scenario, step) = record(&state, &messages, api_key, model);
+    match resolve(&scenario, step).await {
+        Reply::Tool(name, input) => stream(&state, vec![Block::Tool(name, input)], "tool_use"),
+        Reply::Text(text) => stream(&state, vec![Block::Text(text)], "end_turn"),
+        Reply::Fail(status) => {
+            let error = json!({"type": "error", "error": {"type": "api_error", "message": "scripted provider failure"}});
+            let mut response = (
+                StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                axum::Json(error),
+            )
+                .into_response();
+            response
+                .headers_mut()
+                .insert("retry-after-ms", "20".parse().expect("header value"));
+            response
+        }
+        Reply::After(..) => stream(
+            &state,
+            vec![Block::Text("unexpected script step".into())],
+            "end_turn",
+        ),
+    }
+}
+
+/// The script's reply, after any delay it asks for.
+async fn resolve(scenario: &str, step: usize) -> Reply {
+    let mut reply = script(scenario, step);
+    while let Reply::After(delay, inner) = reply {
+        tokio::time::sleep(delay).await;
+        reply = *inner;
+    }
+    reply
+}
+
+fn record(state: &LlmState, messages: &[Value], api_key: String, model: String) -> (String, usize) {
+    let (scenario, step) = locate(messages);
     let run = messages.iter().rev().map(text_of).find_map(|t| {
         let rest = t.split("[handoff:").nth(1)?;
         Some(rest.split(']').next()?.to_string())
@@ -213,16 +258,39 @@ async fn messages(
             model,
         });
     }
-    let mut reply = script(&scenario, step);
-    while let Reply::After(delay, inner) = reply {
-        tokio::time::sleep(delay).await;
-        reply = *inner;
+    (scenario, step)
+}
+
+/// `POST /v1/chat/completions` (OpenAI-compatible, streaming).
+async fn chat_completions(
+    State(state): State<Arc<LlmState>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let api_key = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default()
+        .to_string();
+    if api_key != state.expected_openai_key {
+        let error = json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}});
+        return (StatusCode::UNAUTHORIZED, axum::Json(error)).into_response();
     }
-    match reply {
-        Reply::Tool(name, input) => stream(&state, vec![Block::Tool(name, input)], "tool_use"),
-        Reply::Text(text) => stream(&state, vec![Block::Text(text)], "end_turn"),
+    let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let model = request["model"].as_str().unwrap_or_default().to_string();
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let system_is_title = messages
+        .first()
+        .is_some_and(|m| m["role"] == "system" && text_of(m).contains("title generator"));
+    if system_is_title {
+        return chat_stream(&state, &model, Reply::Text("Scripted title".into()));
+    }
+    let (scenario, step) = record(&state, &messages, api_key, model.clone());
+    match resolve(&scenario, step).await {
         Reply::Fail(status) => {
-            let error = json!({"type": "error", "error": {"type": "api_error", "message": "scripted provider failure"}});
+            let error =
+                json!({"error": {"message": "scripted provider failure", "type": "server_error"}});
             let mut response = (
                 StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
                 axum::Json(error),
@@ -233,8 +301,56 @@ async fn messages(
                 .insert("retry-after-ms", "20".parse().expect("header value"));
             response
         }
-        Reply::After(..) => unreachable!("delays are unwrapped above"),
+        reply => chat_stream(&state, &model, reply),
     }
+}
+
+fn chat_stream(state: &LlmState, model: &str, reply: Reply) -> Response {
+    let id = format!(
+        "chatcmpl-scripted-{}",
+        state.ids.fetch_add(1, Ordering::SeqCst)
+    );
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    match reply {
+        Reply::Tool(name, input) => {
+            events.push(chunk(
+                json!({"tool_calls": [{"index": 0, "id": format!("call_{id}"), "type": "function",
+                    "function": {"name": name, "arguments": ""}}]}),
+                Value::Null,
+            ));
+            events.push(chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": input.to_string()}}]}),
+                Value::Null,
+            ));
+            events.push(chunk(json!({}), json!("tool_calls")));
+        }
+        Reply::Text(text) => {
+            events.push(chunk(json!({"content": text}), Value::Null));
+            events.push(chunk(json!({}), json!("stop")));
+        }
+        Reply::Fail(_) | Reply::After(..) => {
+            events.push(chunk(
+                json!({"content": "unexpected script step"}),
+                Value::Null,
+            ));
+            events.push(chunk(json!({}), json!("stop")));
+        }
+    }
+    events.push(json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
+        "choices": [], "usage": {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}}));
+    let mut body: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+    body.push_str("data: [DONE]\n\n");
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
 enum Block {

@@ -32,7 +32,7 @@ impl RunStack {
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let root = std::env::temp_dir().join(format!("handoff-forge-{}-{n}", std::process::id()));
         let forge = Forge::start(root, CANARY_GITHUB_TOKEN);
-        let llm = ScriptedLlm::start(CANARY_ANTHROPIC_KEY);
+        let llm = ScriptedLlm::start_with(CANARY_ANTHROPIC_KEY, CANARY_OPENAI_KEY);
         let daemon = Daemon::start();
         let mut options = WorkerOptions::default()
             .daemon(&daemon)
@@ -40,6 +40,7 @@ impl RunStack {
             .var("ANTHROPIC_API_KEY", CANARY_ANTHROPIC_KEY)
             .var("ANTHROPIC_BASE_URL", llm.url())
             .var("OPENAI_API_KEY", CANARY_OPENAI_KEY)
+            .var("OPENAI_BASE_URL", format!("{}/v1", llm.url()))
             .var("GITHUB_TOKEN", CANARY_GITHUB_TOKEN)
             .var("FORGE_GIT_URL", forge.git_url())
             .var("FORGE_API_URL", forge.api_url())
