@@ -189,7 +189,7 @@ fn row(label: &str, value: &str) -> String {
 
 fn page(title: &str, body: &str, refresh: bool) -> String {
     let refresh = if refresh {
-        "<meta http-equiv=\"refresh\" content=\"10\">"
+        "<meta http-equiv=\"refresh\" content=\"5\">"
     } else {
         ""
     };

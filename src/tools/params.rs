@@ -37,7 +37,8 @@ pub struct RunTaskParams {
     /// Continue an earlier work session (same sandbox, same agent conversation): a sessionId
     /// returned by an earlier run. Omit to start a new session.
     pub session_id: Option<String>,
-    /// Model as `provider/model`, e.g. `anthropic/claude-sonnet-4-5`. Omit for the default.
+    /// Model as `anthropic/<model>` or `openai/<model>` (any OpenAI-compatible API the
+    /// deployment points at), e.g. `anthropic/claude-sonnet-4-5`. Omit for the default.
     #[schemars(length(min = 3, max = 200))]
     pub model: Option<String>,
     /// Short title shown in run lists (at most 100 characters). Defaults to the task's first line.
@@ -261,14 +262,14 @@ pub fn check_branch(branch: &str) -> Result<()> {
     }
 }
 
+/// Providers runs can use: the ones the credential proxy serves.
+pub const PROVIDERS: [&str; 2] = ["anthropic", "openai"];
+
 fn check_model(model: &str) -> Result<()> {
     let valid = model.len() <= MODEL_MAX_LEN
         && model.split_once('/').is_some_and(|(provider, name)| {
-            !provider.is_empty()
+            PROVIDERS.contains(&provider)
                 && !name.is_empty()
-                && provider
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_".contains(&b))
                 && name
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"-_.:@/".contains(&b))
@@ -277,7 +278,7 @@ fn check_model(model: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::invalid(format!(
-            "`model` must be provider/model, e.g. anthropic/claude-sonnet-4-5 (got {:?})",
+            "`model` must be anthropic/<model> or openai/<model>, e.g. anthropic/claude-sonnet-4-5 (got {:?})",
             truncate_for_message(model)
         )))
     }
@@ -405,6 +406,7 @@ mod tests {
         assert!(check_model("openai/gpt-4.1").is_ok());
         assert!(check_model("claude").is_err());
         assert!(check_model("Anthropic/x").is_err());
+        assert!(check_model("mistral/large").is_err());
         assert!(check_idempotency_key("abc-123").is_ok());
         assert!(check_idempotency_key("a b").is_err());
         assert_eq!(check_limit(None).unwrap(), 10);
