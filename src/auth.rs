@@ -1,7 +1,9 @@
 //! Who is calling. `authenticate` turns the `Authorization` header into a `Principal`; each kind
-//! of credential (static API tokens today, OAuth access tokens later) is one verifier behind it.
+//! of credential is one verifier behind it: static API tokens (compared in constant time) and
+//! OAuth access tokens (checked in the OAuth store, bound to this deployment's MCP URL).
 
 use crate::config::{self, ApiToken};
+use crate::oauth;
 use sha2::{Digest, Sha256};
 use worker::{Env, Headers};
 
@@ -21,39 +23,53 @@ pub enum AuthError {
     Invalid,
     /// The deployment has no credentials configured at all.
     NotConfigured,
+    /// The OAuth store could not be asked (transient: 503).
+    Unavailable,
 }
 
 impl AuthError {
     pub fn message(&self) -> String {
         match self {
             AuthError::Missing => {
-                "missing credentials: send `Authorization: Bearer <token>` (see README, client setup)"
+                "missing credentials: send `Authorization: Bearer <token>` with an API token or an OAuth access token (see README, client setup)"
                     .into()
             }
-            AuthError::Invalid => "invalid or expired bearer token".into(),
+            AuthError::Invalid => "invalid, expired or revoked bearer token".into(),
             AuthError::NotConfigured => format!(
-                "this deployment has no API tokens configured: set the {} secret (see README)",
-                config::API_TOKENS
+                "this deployment has no credentials configured: set the {} secret or an owner sign-in ({}) (see README)",
+                config::API_TOKENS,
+                config::OWNER_PASSPHRASE
             ),
+            AuthError::Unavailable => "credentials could not be checked right now; retry".into(),
         }
     }
 
-    /// The `WWW-Authenticate` challenge (RFC 6750) sent with a 401.
-    pub fn challenge(&self) -> String {
+    /// The `WWW-Authenticate` challenge sent with a 401: RFC 6750, with the protected resource
+    /// metadata URL (RFC 9728) and scope OAuth clients start their discovery from.
+    pub fn challenge(&self, base: &str) -> String {
+        let common = format!(
+            r#"Bearer realm="handoff", resource_metadata="{}", scope="{}""#,
+            oauth::resource_metadata_url(base),
+            oauth::SCOPE
+        );
         match self {
-            AuthError::Invalid => {
-                r#"Bearer realm="handoff", error="invalid_token", error_description="the bearer token is not valid""#
-                    .into()
-            }
-            _ => r#"Bearer realm="handoff""#.into(),
+            AuthError::Invalid => format!(
+                r#"{common}, error="invalid_token", error_description="the bearer token is not valid""#
+            ),
+            _ => common,
         }
     }
 }
 
-/// Authenticates a request from its headers.
-pub fn authenticate(env: &Env, headers: &Headers) -> Result<Principal, AuthError> {
+/// Authenticates a request from its headers; `base` is the deployment's URL (OAuth tokens are
+/// bound to its MCP endpoint).
+pub async fn authenticate(
+    env: &Env,
+    headers: &Headers,
+    base: &str,
+) -> Result<Principal, AuthError> {
     let tokens = config::api_tokens(env);
-    if tokens.is_empty() {
+    if tokens.is_empty() && !config::owner_sign_in_configured(env) {
         return Err(AuthError::NotConfigured);
     }
     let header = headers.get("authorization").ok().flatten();
@@ -61,7 +77,17 @@ pub fn authenticate(env: &Env, headers: &Headers) -> Result<Principal, AuthError
         .as_deref()
         .and_then(bearer_token)
         .ok_or(AuthError::Missing)?;
-    verify_static_token(&tokens, presented).ok_or(AuthError::Invalid)
+    if let Some(principal) = verify_static_token(&tokens, presented) {
+        return Ok(principal);
+    }
+    match oauth::verify_access_token(env, presented, base).await {
+        Ok(Some(principal)) => Ok(principal),
+        Ok(None) => Err(AuthError::Invalid),
+        Err(e) => {
+            worker::console_error!("checking an OAuth access token: {}", e.message);
+            Err(AuthError::Unavailable)
+        }
+    }
 }
 
 /// Extracts the token from `Bearer <token>` (scheme case-insensitive).

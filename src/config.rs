@@ -38,6 +38,23 @@ pub const MAX_RUN_DURATION: &str = "RUN_MAX_DURATION_SECONDS";
 /// Var: how often a session checks on its working agent.
 pub const POLL_INTERVAL: &str = "RUN_POLL_INTERVAL_MS";
 
+/// Secret: the passphrase the deployment's owner signs in with on the OAuth consent page.
+pub const OWNER_PASSPHRASE: &str = "HANDOFF_OWNER_PASSPHRASE";
+/// Optional GitHub sign-in for the owner: an OAuth App's id and secret, and the logins allowed.
+pub const GITHUB_OAUTH_CLIENT_ID: &str = "GITHUB_OAUTH_CLIENT_ID";
+pub const GITHUB_OAUTH_CLIENT_SECRET: &str = "GITHUB_OAUTH_CLIENT_SECRET";
+pub const OWNER_GITHUB_LOGINS: &str = "HANDOFF_OWNER_GITHUB_LOGINS";
+/// Vars: GitHub's web (sign-in) and API roots, for GitHub Enterprise and local stand-ins.
+pub const GITHUB_OAUTH_URL: &str = "GITHUB_OAUTH_URL";
+pub const GITHUB_OAUTH_API_URL: &str = "GITHUB_OAUTH_API_URL";
+/// Vars: lifetimes of OAuth access and refresh tokens, in seconds.
+pub const ACCESS_TOKEN_TTL: &str = "OAUTH_ACCESS_TOKEN_TTL_SECONDS";
+pub const REFRESH_TOKEN_TTL: &str = "OAUTH_REFRESH_TOKEN_TTL_SECONDS";
+/// Var: overrides of the OAuth rate limits, e.g. `register=20/3600,signin=5/900`.
+pub const RATE_LIMITS: &str = "HANDOFF_RATE_LIMITS";
+/// Var (development only): accept `http://127.0.0.1`/`localhost` client metadata document URLs.
+pub const DEV_LOOPBACK_CLIENT_IDS: &str = "HANDOFF_DEV_LOOPBACK_CLIENT_IDS";
+
 pub const DEFAULT_STALL_TIMEOUT_SECS: u64 = 30 * 60;
 pub const DEFAULT_MAX_RUN_SECS: u64 = 4 * 3600;
 pub const DEFAULT_POLL_INTERVAL_MS: u64 = 2000;
@@ -46,6 +63,12 @@ pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_FORGE_API_URL: &str = "https://api.github.com";
 pub const DEFAULT_FORGE_GIT_URL: &str = "https://github.com";
+pub const DEFAULT_GITHUB_OAUTH_URL: &str = "https://github.com";
+pub const DEFAULT_GITHUB_OAUTH_API_URL: &str = "https://api.github.com";
+pub const DEFAULT_ACCESS_TOKEN_TTL_SECS: u64 = 3600;
+pub const DEFAULT_REFRESH_TOKEN_TTL_SECS: u64 = 30 * 24 * 3600;
+/// Owner passphrases shorter than this are refused: they could be guessed.
+pub const MIN_PASSPHRASE_LEN: usize = 12;
 /// Signing keys shorter than this are refused: links signed with them could be forged.
 pub const MIN_SIGNING_KEY_LEN: usize = 32;
 
@@ -175,12 +198,163 @@ pub fn proxy_secret(env: &Env) -> Option<Vec<u8>> {
         .map(String::into_bytes)
 }
 
+/// The owner's passphrase, if one of usable length is set.
+pub fn owner_passphrase(env: &Env) -> Option<String> {
+    get(env, OWNER_PASSPHRASE).filter(|p| p.chars().count() >= MIN_PASSPHRASE_LEN)
+}
+
+/// GitHub sign-in for the owner, when an OAuth App and at least one login are configured.
+#[derive(Clone)]
+pub struct GithubSignIn {
+    pub client_id: String,
+    pub client_secret: String,
+    /// Allowed logins, lower-case.
+    pub logins: Vec<String>,
+    pub oauth_url: String,
+    pub api_url: String,
+}
+
+/// `None` also when `HANDOFF_SIGNING_KEY` is missing: the sign-in state and the owner's cookie
+/// are signed with it.
+pub fn github_sign_in(env: &Env) -> Option<GithubSignIn> {
+    signing_key(env)?;
+    let logins: Vec<String> = get(env, OWNER_GITHUB_LOGINS)?
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .map(|l| l.trim().trim_start_matches('@').to_ascii_lowercase())
+        .filter(|l| !l.is_empty())
+        .collect();
+    if logins.is_empty() {
+        return None;
+    }
+    Some(GithubSignIn {
+        client_id: get(env, GITHUB_OAUTH_CLIENT_ID)?,
+        client_secret: get(env, GITHUB_OAUTH_CLIENT_SECRET)?,
+        logins,
+        oauth_url: url_var(env, GITHUB_OAUTH_URL, DEFAULT_GITHUB_OAUTH_URL),
+        api_url: url_var(env, GITHUB_OAUTH_API_URL, DEFAULT_GITHUB_OAUTH_API_URL),
+    })
+}
+
+/// Whether the owner can sign in on the consent page at all (OAuth clients can connect).
+pub fn owner_sign_in_configured(env: &Env) -> bool {
+    owner_passphrase(env).is_some() || github_sign_in(env).is_some()
+}
+
+pub fn access_token_ttl_secs(env: &Env) -> i64 {
+    positive(env, ACCESS_TOKEN_TTL).unwrap_or(DEFAULT_ACCESS_TOKEN_TTL_SECS) as i64
+}
+
+pub fn refresh_token_ttl_secs(env: &Env) -> i64 {
+    positive(env, REFRESH_TOKEN_TTL).unwrap_or(DEFAULT_REFRESH_TOKEN_TTL_SECS) as i64
+}
+
+pub fn dev_loopback_client_ids(env: &Env) -> bool {
+    get(env, DEV_LOOPBACK_CLIENT_IDS).is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
+/// A rate limit: at most `max` events per `window_secs` per key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub max: u32,
+    pub window_secs: u32,
+}
+
+/// The OAuth endpoints' rate limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimits {
+    /// Client registrations per client address.
+    pub register: Limit,
+    /// Token and revocation requests per client address.
+    pub token: Limit,
+    /// Authorization requests (consent pages opened) per client address.
+    pub authorize: Limit,
+    /// Failed owner sign-ins per client address.
+    pub signin: Limit,
+    /// Failed owner sign-ins in total, from everywhere.
+    pub signin_global: Limit,
+}
+
+pub const DEFAULT_RATE_LIMITS: RateLimits = RateLimits {
+    register: Limit {
+        max: 20,
+        window_secs: 3600,
+    },
+    token: Limit {
+        max: 120,
+        window_secs: 60,
+    },
+    authorize: Limit {
+        max: 60,
+        window_secs: 600,
+    },
+    signin: Limit {
+        max: 5,
+        window_secs: 900,
+    },
+    signin_global: Limit {
+        max: 30,
+        window_secs: 3600,
+    },
+};
+
+pub fn rate_limits(env: &Env) -> RateLimits {
+    get(env, RATE_LIMITS)
+        .map(|raw| parse_rate_limits(&raw))
+        .unwrap_or(DEFAULT_RATE_LIMITS)
+}
+
+/// Parses `name=max/seconds` entries over the defaults; malformed entries are ignored.
+pub fn parse_rate_limits(raw: &str) -> RateLimits {
+    let mut limits = DEFAULT_RATE_LIMITS;
+    for entry in raw.split(|c: char| c == ',' || c.is_whitespace()) {
+        let Some((name, value)) = entry.split_once('=') else {
+            continue;
+        };
+        let Some((max, window)) = value.split_once('/') else {
+            continue;
+        };
+        let (Ok(max), Ok(window_secs)) = (max.trim().parse::<u32>(), window.trim().parse::<u32>())
+        else {
+            continue;
+        };
+        if max == 0 || window_secs == 0 {
+            continue;
+        }
+        let limit = Limit { max, window_secs };
+        match name.trim() {
+            "register" => limits.register = limit,
+            "token" => limits.token = limit,
+            "authorize" => limits.authorize = limit,
+            "signin" => limits.signin = limit,
+            "signin_global" => limits.signin_global = limit,
+            _ => {}
+        }
+    }
+    limits
+}
+
 /// Problems an operator should know about, shown by `/health` (names only, never values).
 pub fn warnings(env: &Env) -> Vec<String> {
     let mut out = Vec::new();
-    if api_tokens(env).is_empty() {
+    let sign_in = owner_sign_in_configured(env);
+    if api_tokens(env).is_empty() && !sign_in {
         out.push(format!(
-            "{API_TOKENS} is not set (or holds no token of at least 16 characters): /mcp refuses every request"
+            "neither {API_TOKENS} nor an owner sign-in ({OWNER_PASSPHRASE} or GitHub) is set: /mcp refuses every request"
+        ));
+    }
+    if !sign_in {
+        out.push(format!(
+            "no owner sign-in ({OWNER_PASSPHRASE} of at least {MIN_PASSPHRASE_LEN} characters, or GitHub sign-in): OAuth clients (Claude.ai, Claude Desktop, ChatGPT) cannot connect"
+        ));
+    }
+    if get(env, OWNER_GITHUB_LOGINS).is_some() && signing_key(env).is_none() {
+        out.push(format!(
+            "GitHub sign-in needs {SIGNING_KEY}: it is switched off until that is set"
+        ));
+    }
+    if dev_loopback_client_ids(env) {
+        out.push(format!(
+            "{DEV_LOOPBACK_CLIENT_IDS} is on: http loopback client ids are accepted (development only)"
         ));
     }
     if signing_key(env).is_none() {
@@ -226,5 +400,26 @@ mod tests {
         assert_eq!(t[0].value, "abcdefghijklmnop");
         assert_eq!(t[1].name, "token-2");
         assert_eq!(t[1].value, "0123456789abcdefXYZ");
+    }
+
+    #[test]
+    fn rate_limits_override_only_what_they_name() {
+        let l = parse_rate_limits("register=2/60, signin=1/5 token=x/1 bogus=1/1 authorize=0/9");
+        assert_eq!(
+            l.register,
+            Limit {
+                max: 2,
+                window_secs: 60
+            }
+        );
+        assert_eq!(
+            l.signin,
+            Limit {
+                max: 1,
+                window_secs: 5
+            }
+        );
+        assert_eq!(l.token, DEFAULT_RATE_LIMITS.token);
+        assert_eq!(l.authorize, DEFAULT_RATE_LIMITS.authorize);
     }
 }

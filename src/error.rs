@@ -24,6 +24,8 @@ pub enum ErrorKind {
     Unavailable,
     /// A setting or secret is missing or wrong; an operator has to act (retrying will not help).
     NotConfigured,
+    /// Too many requests of this kind from this caller; `retry_after_secs` says when to retry.
+    RateLimited,
     /// A bug or an unexpected failure of the platform; retrying may help.
     Internal,
 }
@@ -32,6 +34,9 @@ pub enum ErrorKind {
 pub struct Error {
     pub kind: ErrorKind,
     pub message: String,
+    /// Seconds until a rate-limited request may be retried (`Retry-After`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_secs: Option<u64>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -41,6 +46,13 @@ impl Error {
         Self {
             kind,
             message: message.into(),
+            retry_after_secs: None,
+        }
+    }
+    pub fn rate_limited(message: impl Into<String>, retry_after_secs: u64) -> Self {
+        Self {
+            retry_after_secs: Some(retry_after_secs),
+            ..Self::new(ErrorKind::RateLimited, message)
         }
     }
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -69,6 +81,7 @@ impl Error {
             ErrorKind::NotFound | ErrorKind::McpSessionGone => 404,
             ErrorKind::Unauthorized => 401,
             ErrorKind::Conflict => 409,
+            ErrorKind::RateLimited => 429,
             ErrorKind::Unavailable | ErrorKind::NotConfigured => 503,
             ErrorKind::Internal => 500,
         }
@@ -82,6 +95,7 @@ impl Error {
             401 | 403 => ErrorKind::Unauthorized,
             404 => ErrorKind::NotFound,
             409 => ErrorKind::Conflict,
+            429 => ErrorKind::RateLimited,
             503 => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         };

@@ -4,7 +4,7 @@ use crate::config;
 use crate::error::{Error, Result};
 use serde::Serialize;
 use serde_json::json;
-use worker::{console_error, Env, Headers, Response, ResponseBuilder};
+use worker::{console_error, Env, Headers, Request, Response, ResponseBuilder};
 
 /// A JSON response with the given status.
 pub fn json<T: Serialize>(status: u16, value: &T) -> Response {
@@ -33,7 +33,7 @@ pub fn health(env: &Env) -> Result<Response> {
 pub fn index() -> Result<Response> {
     Ok(Response::ok(
         "handoff — a remote MCP server for long coding tasks.\n\
-         MCP endpoint: POST /mcp (Streamable HTTP, bearer token)\n\
+         MCP endpoint: POST /mcp (Streamable HTTP; OAuth 2.1 or an API token)\n\
          Health: GET /health\n",
     )?)
 }
@@ -52,4 +52,14 @@ pub fn internal_error(error: &Error) -> Response {
         500,
         &json!({ "error": "internal_error", "message": "internal error; retry the request" }),
     )
+}
+
+/// The deployment's public base URL: `HANDOFF_PUBLIC_URL`, else the origin this request came in
+/// on. Links, the OAuth issuer and the MCP resource URL are built on it.
+pub fn base_url(env: &Env, req: &Request) -> String {
+    config::public_url(env).unwrap_or_else(|| {
+        req.url()
+            .map(|u| u.origin().ascii_serialization())
+            .unwrap_or_default()
+    })
 }

@@ -9,12 +9,28 @@ pub const RUN: &str = "run_";
 pub const SESSION: &str = "ses_";
 pub const MCP_SESSION: &str = "mcp_";
 pub const SANDBOX: &str = "sbx_";
+/// OAuth: a dynamically registered client, a pending authorization request, a grant (the
+/// family of tokens one approval issued).
+pub const CLIENT: &str = "cli_";
+pub const AUTH_REQUEST: &str = "req_";
+pub const GRANT: &str = "grt_";
 
 /// Fills `buf` with cryptographically secure random bytes.
 pub fn random_bytes(buf: &mut [u8]) {
     // The platform CSPRNG (crypto.getRandomValues in workerd) cannot fail for small buffers; if it
     // ever did, an all-zero id would collide on insert and surface as an error, never silently.
     let _ = getrandom::fill(buf);
+}
+
+/// A 256-bit secret in unpadded base64url after `prefix`: tokens, codes, CSRF values.
+pub fn new_secret(prefix: &str) -> String {
+    use base64::Engine;
+    let mut bytes = [0u8; 32];
+    random_bytes(&mut bytes);
+    format!(
+        "{prefix}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
 }
 
 /// A new id with the given prefix.

@@ -2,13 +2,16 @@
 //! that own them; see ARCHITECTURE.md for the code map.
 
 mod auth;
+mod authstore;
 mod config;
 mod error;
+mod html;
 mod http;
 mod ids;
 mod ledger;
 mod links;
 mod mcp;
+mod oauth;
 mod page;
 mod preview;
 mod proxy;
@@ -19,6 +22,7 @@ mod session;
 mod time;
 mod tools;
 
+pub use authstore::AuthStoreObject;
 pub use ledger::RunLedger;
 pub use sandbox::SandboxObject;
 pub use session::WorkSession;
@@ -31,6 +35,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let outcome: error::Result<Response> = match (req.method(), path.as_str()) {
         (Method::Get | Method::Head, "/health") => http::health(&env),
         (_, "/mcp") => mcp::handle(req, &env).await,
+        (_, p) if oauth::is_oauth_path(p) => oauth::handle(req, &env).await,
         (Method::Get, p) if p.starts_with("/runs/") => page::handle(req, &env).await,
         (_, p) if p.starts_with("/preview/") => preview::handle(req, &env).await,
         (_, p) if p.starts_with("/proxy/") => proxy::handle(req, &env).await,

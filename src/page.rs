@@ -4,6 +4,7 @@
 //! ever on either: proxy tokens never reach the ledger and the transcript holds none.
 
 use crate::error::{ErrorKind, Result};
+use crate::html::{self, escape};
 use crate::http;
 use crate::ids;
 use crate::ledger::Ledger;
@@ -35,7 +36,7 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
         } else {
             404
         };
-        return html(
+        return respond(
             status,
             &page(
                 "Link not valid",
@@ -50,7 +51,7 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
     let run = match Ledger::get(env)?.get_run(run_id).await {
         Ok(run) => run,
         Err(e) if e.kind == ErrorKind::NotFound => {
-            return html(
+            return respond(
                 404,
                 &page("Run not found", "<p>This run does not exist.</p>", false),
             )
@@ -59,7 +60,7 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
     };
     let active = !run.status.is_terminal();
     let transcript_link = format!("/runs/{run_id}/transcript?token={}", urlencode(&token));
-    html(
+    respond(
         200,
         &page(&run.title, &run_body(&run, &transcript_link), active),
     )
@@ -72,7 +73,7 @@ async fn serve_transcript(env: &Env, run_id: &str) -> Result<Response> {
         .execute()
         .await?;
     let Some(object) = object else {
-        return html(
+        return respond(
             404,
             &page(
                 "No transcript",
@@ -188,41 +189,14 @@ fn row(label: &str, value: &str) -> String {
 }
 
 fn page(title: &str, body: &str, refresh: bool) -> String {
-    let refresh = if refresh {
+    let head = if refresh {
         "<meta http-equiv=\"refresh\" content=\"5\">"
     } else {
         ""
     };
-    format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">{refresh}\
-         <title>{0} — handoff</title><style>\
-         body{{font-family:system-ui,sans-serif;margin:1rem;max-width:48rem}}\
-         th{{text-align:left;vertical-align:top;padding-right:1rem;white-space:nowrap}}\
-         td{{white-space:pre-wrap;word-break:break-word}}\
-         pre{{white-space:pre-wrap;background:#f4f4f4;padding:.5rem}}\
-         </style></head><body><h1>{0}</h1>{body}</body></html>",
-        escape(title)
-    )
+    html::document(title, head, body)
 }
 
-fn html(status: u16, body: &str) -> Result<Response> {
-    let mut response = Response::from_html(body)?.with_status(status);
-    let headers = response.headers_mut();
-    headers.set("cache-control", "no-store")?;
-    headers.set("x-frame-options", "DENY")?;
-    headers.set("referrer-policy", "no-referrer")?;
-    headers.set(
-        "content-security-policy",
-        "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
-    )?;
-    Ok(response)
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
+fn respond(status: u16, body: &str) -> Result<Response> {
+    html::respond(status, body)
 }

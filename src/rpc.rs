@@ -23,15 +23,30 @@ pub async fn call<Op: Serialize, T: DeserializeOwned>(stub: &Stub, op: &Op) -> R
     }
 }
 
+/// Answers a request a Durable Object received: reads the op, runs `handler`, replies.
+pub async fn serve<Op, T, F, Fut>(req: Request, handler: F) -> worker::Result<Response>
+where
+    Op: DeserializeOwned,
+    T: Serialize,
+    F: FnOnce(Op) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let result = match read_op::<Op>(req).await {
+        Ok(op) => handler(op).await,
+        Err(e) => Err(e),
+    };
+    reply(result)
+}
+
 /// Reads an op from a request a Durable Object received.
-pub async fn read_op<Op: DeserializeOwned>(mut req: Request) -> Result<Op> {
+async fn read_op<Op: DeserializeOwned>(mut req: Request) -> Result<Op> {
     let text = req.text().await?;
     serde_json::from_str(&text)
         .map_err(|e| Error::internal(format!("malformed internal request: {e}")))
 }
 
 /// Turns a handler's result into the response `call` decodes.
-pub fn reply<T: Serialize>(result: Result<T>) -> worker::Result<Response> {
+fn reply<T: Serialize>(result: Result<T>) -> worker::Result<Response> {
     match result {
         Ok(value) => Response::from_json(&value),
         Err(error) => Ok(Response::from_json(&error)?.with_status(error.http_status())),

@@ -54,11 +54,7 @@ impl DurableObject for RunLedger {
     }
 
     async fn fetch(&self, req: Request) -> worker::Result<Response> {
-        let result = match rpc::read_op::<Envelope>(req).await {
-            Ok(envelope) => self.handle(envelope).await,
-            Err(e) => Err(e),
-        };
-        rpc::reply(result)
+        rpc::serve(req, |envelope: Envelope| self.handle(envelope)).await
     }
 
     async fn alarm(&self) -> worker::Result<Response> {

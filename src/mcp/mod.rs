@@ -47,9 +47,10 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
             origin.as_deref(),
         ));
     }
-    let principal = match auth::authenticate(env, req.headers()) {
+    let base = http::base_url(env, &req);
+    let principal = match auth::authenticate(env, req.headers(), &base).await {
         Ok(principal) => principal,
-        Err(e) => return Ok(with_cors(unauthorized(&e), origin.as_deref())),
+        Err(e) => return Ok(with_cors(unauthorized(&e, &base), origin.as_deref())),
     };
     let response = match req.method() {
         Method::Post => post(req, env, principal).await?,
@@ -167,7 +168,7 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
         env,
         principal,
         ledger,
-        base_url: base_url(env, &req),
+        base_url: http::base_url(env, &req),
     };
     match server::dispatch(&ctx, &version, id, &method, params).await {
         Ok(value) => respond(mode, &value),
@@ -286,16 +287,17 @@ fn error_response(status: u16, error: &RpcError) -> Response {
     http::json(status, &error.to_json())
 }
 
-fn unauthorized(error: &AuthError) -> Response {
-    let status = if *error == AuthError::NotConfigured {
-        503
-    } else {
-        401
+fn unauthorized(error: &AuthError, base: &str) -> Response {
+    let status = match error {
+        AuthError::NotConfigured | AuthError::Unavailable => 503,
+        AuthError::Missing | AuthError::Invalid => 401,
     };
     let mut response = error_response(status, &jsonrpc::invalid_request(None, error.message()));
-    let _ = response
-        .headers_mut()
-        .set("www-authenticate", &error.challenge());
+    if status == 401 {
+        let _ = response
+            .headers_mut()
+            .set("www-authenticate", &error.challenge(base));
+    }
     response
 }
 
@@ -337,13 +339,4 @@ fn header(headers: &Headers, name: &str) -> Option<String> {
         .ok()
         .flatten()
         .filter(|v| !v.trim().is_empty())
-}
-
-/// Where links should point: `HANDOFF_PUBLIC_URL`, else the origin this request came in on.
-fn base_url(env: &Env, req: &Request) -> String {
-    config::public_url(env).unwrap_or_else(|| {
-        req.url()
-            .map(|u| u.origin().ascii_serialization())
-            .unwrap_or_default()
-    })
 }

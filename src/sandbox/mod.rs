@@ -81,11 +81,7 @@ impl DurableObject for SandboxObject {
                 )),
             };
         }
-        let result = match rpc::read_op::<SandboxOp>(req).await {
-            Ok(op) => self.handle(op).await,
-            Err(e) => Err(e),
-        };
-        rpc::reply(result)
+        rpc::serve(req, |op: SandboxOp| self.handle(op)).await
     }
 
     async fn alarm(&self) -> worker::Result<Response> {

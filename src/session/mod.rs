@@ -81,11 +81,7 @@ impl DurableObject for WorkSession {
     }
 
     async fn fetch(&self, req: Request) -> worker::Result<Response> {
-        let result = match rpc::read_op::<SessionOp>(req).await {
-            Ok(op) => self.handle(op).await,
-            Err(e) => Err(e),
-        };
-        rpc::reply(result)
+        rpc::serve(req, |op: SessionOp| self.handle(op)).await
     }
 
     async fn alarm(&self) -> worker::Result<Response> {

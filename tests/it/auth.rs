@@ -79,9 +79,9 @@ async fn health_needs_no_credentials() {
 }
 
 #[tokio::test]
-async fn a_deployment_without_tokens_says_how_to_configure_them() {
+async fn a_deployment_without_credentials_says_how_to_configure_them() {
     let worker = Worker::start(WorkerOptions {
-        no_tokens: true,
+        no_credentials: true,
         ..Default::default()
     });
     let r = send(
@@ -96,6 +96,7 @@ async fn a_deployment_without_tokens_says_how_to_configure_them() {
     .await;
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.body.contains("HANDOFF_API_TOKENS"), "{}", r.body);
+    assert!(r.body.contains("HANDOFF_OWNER_PASSPHRASE"), "{}", r.body);
     let health = read(reqwest::get(worker.url("/health")).await.unwrap()).await;
     assert!(
         health.body.contains("HANDOFF_API_TOKENS"),

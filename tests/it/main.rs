@@ -7,6 +7,7 @@ mod auth;
 mod daemon_api;
 mod deploy;
 mod durability;
+mod oauth;
 mod protocol;
 mod runs;
 mod sandboxes;

@@ -9,6 +9,7 @@ pub mod forge;
 pub mod links;
 pub mod llm;
 pub mod mcp;
+pub mod oauth;
 pub mod stack;
 pub mod worker;
 

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 pub struct WorkerOptions {
     /// Extra variables (they override wrangler.toml's `[vars]`).
     pub vars: Vec<(String, String)>,
-    /// Leave `HANDOFF_API_TOKENS` unset.
-    pub no_tokens: bool,
+    /// Leave every credential unset (`HANDOFF_API_TOKENS`, `HANDOFF_OWNER_PASSPHRASE`).
+    pub no_credentials: bool,
 }
 
 impl WorkerOptions {
@@ -93,11 +93,13 @@ pub fn with_sandboxes() -> &'static (crate::daemon::Daemon, Worker) {
     })
 }
 
-/// The instance shared by all tests of this process (default configuration). Tests isolate
-/// themselves with unique ids; it is stopped when the process exits.
+/// The instance shared by all tests of this process (default configuration, plus loopback
+/// client metadata documents for the OAuth tests). Tests isolate themselves with unique ids; it
+/// is stopped when the process exits.
 pub fn shared() -> &'static Worker {
     SHARED.get_or_init(|| {
-        let worker = Worker::start(WorkerOptions::default());
+        let worker =
+            Worker::start(WorkerOptions::default().var("HANDOFF_DEV_LOOPBACK_CLIENT_IDS", "1"));
         stop_group_at_exit(&worker);
         worker
     })
@@ -250,9 +252,13 @@ pub fn write_config(dir: &Path, options: &WorkerOptions) {
     std::fs::write(dir.join("wrangler.toml"), out).expect("write test wrangler.toml");
 
     let mut vars = String::new();
-    if !options.no_tokens {
+    if !options.no_credentials {
         vars.push_str(&format!(
             "HANDOFF_API_TOKENS=tests:{TOKEN},other:{OTHER_TOKEN}\n"
+        ));
+        vars.push_str(&format!(
+            "HANDOFF_OWNER_PASSPHRASE={}\n",
+            crate::oauth::PASSPHRASE
         ));
     }
     vars.push_str(&format!("HANDOFF_SIGNING_KEY={SIGNING_KEY}\n"));

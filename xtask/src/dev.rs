@@ -108,9 +108,12 @@ fn start_all(
 
     let url = format!("http://127.0.0.1:{port}/mcp");
     let token = &secrets.api_token;
+    let passphrase = &secrets.passphrase;
     println!(
-        "\nhandoff is running.\n\n  MCP endpoint: {url}\n  API token:    {token}  (in .dev.vars)\n\n\
-         Add it to Claude Code:\n  claude mcp add --transport http handoff {url} --header \"Authorization: Bearer {token}\"\n"
+        "\nhandoff is running.\n\n  MCP endpoint:      {url}\n  API token:         {token}  (in .dev.vars)\n  \
+         Owner passphrase:  {passphrase}  (OAuth consent page; in .dev.vars)\n\n\
+         Add it to Claude Code:\n  claude mcp add --transport http handoff {url} --header \"Authorization: Bearer {token}\"\n\
+         OAuth clients (MCP Inspector, VS Code, …) can connect with the URL alone and approve with the passphrase.\n"
     );
     match demo {
         Some(demo) => println!(
@@ -186,6 +189,7 @@ fn parse(args: &[String]) -> Result<Options> {
 struct Secrets {
     api_token: String,
     daemon: String,
+    passphrase: String,
 }
 
 /// Creates `.dev.vars` (or adds what it lacks): a local API token and the keys the Worker signs
@@ -205,6 +209,7 @@ fn ensure_dev_vars() -> Result<Secrets> {
         ("HANDOFF_SIGNING_KEY", ""),
         ("SANDBOX_DAEMON_SECRET", ""),
         ("PROXY_JWT_SECRET", ""),
+        ("HANDOFF_OWNER_PASSPHRASE", "owner-"),
     ] {
         if value_of(&text, key).is_none() {
             text.push_str(&format!("{key}={prefix}{}\n", random_token()?));
@@ -226,6 +231,7 @@ fn ensure_dev_vars() -> Result<Secrets> {
     Ok(Secrets {
         api_token: first.split_once(':').map_or(first, |(_, t)| t).to_string(),
         daemon: value_of(&text, "SANDBOX_DAEMON_SECRET").unwrap_or_default(),
+        passphrase: value_of(&text, "HANDOFF_OWNER_PASSPHRASE").unwrap_or_default(),
     })
 }
 

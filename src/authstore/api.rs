@@ -1,0 +1,251 @@
+//! What the OAuth store can be asked, the records it keeps, and the typed client the Worker's
+//! OAuth endpoints and `/mcp` authentication use.
+
+use crate::config::Limit;
+use crate::error::Result;
+use crate::rpc;
+use serde::{Deserialize, Serialize};
+use worker::{Env, Stub};
+
+/// Binding name of the OAuth store Durable Object namespace (wrangler.toml).
+pub const BINDING: &str = "AUTH";
+/// The deployment's one OAuth store.
+const INSTANCE: &str = "auth-v1";
+
+/// A request to the store. Every limit in `limits` is checked (and, when `count` is set,
+/// counted) before the op runs, so a rate-limited call costs one round trip.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Envelope {
+    pub limits: Vec<RateHit>,
+    pub op: Op,
+}
+
+/// One rate-limit bucket a request falls in.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RateHit {
+    /// What is limited: `register`, `token`, `authorize`, `signin`.
+    pub bucket: String,
+    /// Who: a client address, or `*` for everyone.
+    pub key: String,
+    pub max: u32,
+    pub window_secs: u32,
+    /// Count this request (false: only check that the bucket is not full).
+    pub count: bool,
+}
+
+impl RateHit {
+    pub fn new(bucket: &str, key: &str, limit: Limit, count: bool) -> Self {
+        RateHit {
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            max: limit.max,
+            window_secs: limit.window_secs,
+            count,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// Stores a dynamically registered client; refused when `max_clients` are already stored.
+    /// Replies `Ack`.
+    RegisterClient {
+        client: ClientRecord,
+        max_clients: u32,
+    },
+    /// Caches a validated client metadata document; replies `Ack`.
+    PutDocumentClient { client: ClientRecord },
+    /// Replies `Option<ClientRecord>`.
+    GetClient { id: String },
+    /// Stores a validated authorization request awaiting the owner's decision; replies
+    /// `PendingRequest`.
+    OpenRequest { request: AuthRequest },
+    /// Replies `PendingRequest` (not found once expired or decided).
+    GetRequest { id: String },
+    /// The owner approved: the request becomes a one-time code. Replies `Decided`.
+    Approve { id: String, owner: String },
+    /// The owner declined. Replies `Decided` (no code).
+    Deny { id: String },
+    /// The token endpoint's `authorization_code` grant. Replies `TokenReply`.
+    ExchangeCode {
+        code: String,
+        client_id: String,
+        redirect_uri: Option<String>,
+        code_verifier: String,
+        resource: Option<String>,
+    },
+    /// The token endpoint's `refresh_token` grant (rotation, reuse detection). Replies
+    /// `TokenReply`.
+    Refresh {
+        refresh_token: String,
+        client_id: String,
+        resource: Option<String>,
+    },
+    /// RFC 7009 revocation of a token this client holds; unknown tokens are ignored. Replies
+    /// `Ack`.
+    Revoke { token: String, client_id: String },
+    /// Checks an access token presented to `/mcp`. Replies `Option<AccessGrant>`.
+    VerifyAccess { token: String },
+    /// Nothing beyond the envelope's limits (counts a failed sign-in). Replies `Ack`.
+    Count,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Ack {}
+
+/// How a client is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientKind {
+    /// Dynamic Client Registration (RFC 7591): the name is whatever the client said.
+    Registered,
+    /// A Client ID Metadata Document: the id is an https URL serving the client's metadata.
+    Document,
+}
+
+/// How a client authenticates at the token endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMethod {
+    None,
+    ClientSecretPost,
+    ClientSecretBasic,
+}
+
+impl AuthMethod {
+    pub fn parse(value: &str) -> Option<AuthMethod> {
+        match value {
+            "none" => Some(AuthMethod::None),
+            "client_secret_post" => Some(AuthMethod::ClientSecretPost),
+            "client_secret_basic" => Some(AuthMethod::ClientSecretBasic),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMethod::None => "none",
+            AuthMethod::ClientSecretPost => "client_secret_post",
+            AuthMethod::ClientSecretBasic => "client_secret_basic",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClientRecord {
+    pub id: String,
+    pub kind: ClientKind,
+    pub name: String,
+    pub redirect_uris: Vec<String>,
+    pub auth_method: AuthMethod,
+    /// SHA-256 (hex) of the client secret of confidential registered clients.
+    pub secret_hash: Option<String>,
+    /// Whether the client registered for refresh tokens.
+    pub refresh: bool,
+    pub created_at: i64,
+    /// Documents: when the cached copy must be fetched again.
+    pub fresh_until: Option<i64>,
+}
+
+/// A validated authorization request (everything the consent page and the code need).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AuthRequest {
+    pub client_id: String,
+    pub client_name: String,
+    pub client_kind: ClientKind,
+    pub redirect_uri: String,
+    /// Whether the client sent `redirect_uri` (then the token request must repeat it).
+    pub redirect_uri_given: bool,
+    pub state: String,
+    pub code_challenge: String,
+    pub resource: String,
+    pub scope: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PendingRequest {
+    pub id: String,
+    pub request: AuthRequest,
+    pub expires_at: i64,
+}
+
+/// Where the owner's decision sends the browser.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Decided {
+    pub redirect_uri: String,
+    pub state: String,
+    /// The one-time authorization code (approvals only).
+    pub code: Option<String>,
+}
+
+/// Tokens as the token endpoint returns them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IssuedTokens {
+    pub access_token: String,
+    pub token_type: String,
+    pub expires_in: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
+    pub scope: String,
+}
+
+/// The outcome of a grant: tokens, or an RFC 6749 error (`invalid_grant`, `invalid_target`, …).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum TokenReply {
+    Issued { tokens: IssuedTokens },
+    Refused { error: String, description: String },
+}
+
+/// What a live access token grants.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AccessGrant {
+    pub client_id: String,
+    pub client_name: String,
+    pub owner: String,
+    pub resource: String,
+    pub scope: String,
+    pub expires_at: i64,
+}
+
+/// A handle on the deployment's OAuth store.
+pub struct AuthStore {
+    stub: Stub,
+}
+
+impl AuthStore {
+    pub fn get(env: &Env) -> Result<AuthStore> {
+        let stub = env.durable_object(BINDING)?.get_by_name(INSTANCE)?;
+        Ok(AuthStore { stub })
+    }
+
+    /// Sends `op` after checking `limits`.
+    pub async fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        limits: Vec<RateHit>,
+        op: Op,
+    ) -> Result<T> {
+        rpc::call(&self.stub, &Envelope { limits, op }).await
+    }
+
+    pub async fn get_client(&self, id: &str) -> Result<Option<ClientRecord>> {
+        self.call(vec![], Op::GetClient { id: id.to_string() })
+            .await
+    }
+
+    pub async fn get_request(&self, id: &str, limits: Vec<RateHit>) -> Result<PendingRequest> {
+        self.call(limits, Op::GetRequest { id: id.to_string() })
+            .await
+    }
+
+    pub async fn verify_access(&self, token: &str) -> Result<Option<AccessGrant>> {
+        self.call(
+            vec![],
+            Op::VerifyAccess {
+                token: token.to_string(),
+            },
+        )
+        .await
+    }
+}

@@ -1,0 +1,139 @@
+//! OAuth 2.1 for the MCP endpoint: handoff is its own authorization server. Discovery
+//! (RFC 9728, RFC 8414), client registration (RFC 7591 and Client ID Metadata Documents), the
+//! authorization-code flow with PKCE and the owner's consent page, the token and revocation
+//! endpoints, and optional GitHub sign-in for the owner. State lives in the `AuthStoreObject`
+//! Durable Object; `verify_access_token` is what `/mcp` authentication calls.
+
+mod authorize;
+mod clients;
+mod consent;
+mod github;
+mod metadata;
+mod owner;
+mod params;
+mod register;
+mod token;
+
+pub use metadata::{resource_metadata_url, SCOPE};
+
+use crate::auth::Principal;
+use crate::authstore::{AuthStore, ACCESS_PREFIX};
+use crate::error::{Error, ErrorKind, Result};
+use crate::http;
+use serde_json::json;
+use worker::{Env, Method, Request, Response};
+
+/// Routes `/.well-known/oauth-*` and `/oauth/*`.
+pub async fn handle(req: Request, env: &Env) -> Result<Response> {
+    let path = req.path();
+    let method = req.method();
+    if method == Method::Options {
+        return Ok(cors(Response::empty()?.with_status(204)));
+    }
+    let base = http::base_url(env, &req);
+    match (method, path.as_str()) {
+        (Method::Get, "/.well-known/oauth-protected-resource")
+        | (Method::Get, "/.well-known/oauth-protected-resource/mcp") => {
+            Ok(cors(metadata::protected_resource(&base)))
+        }
+        (Method::Get, "/.well-known/oauth-authorization-server") => {
+            Ok(cors(metadata::authorization_server(&base)))
+        }
+        (Method::Post, "/oauth/register") => Ok(cors(register::handle(req, env).await)),
+        (Method::Post, "/oauth/token") => Ok(cors(token::token(req, env, &base).await)),
+        (Method::Post, "/oauth/revoke") => Ok(cors(token::revoke(req, env).await)),
+        (Method::Get, "/oauth/authorize") => authorize::start(req, env, &base).await,
+        (Method::Get, "/oauth/consent") => authorize::show(req, env, &base).await,
+        (Method::Post, "/oauth/consent") => authorize::decide(req, env, &base).await,
+        (Method::Get, "/oauth/github") => github::start(req, env, &base).await,
+        (Method::Get, "/oauth/github/callback") => github::callback(req, env, &base).await,
+        (_, p) if is_oauth_path(p) => Ok(method_not_allowed(p)),
+        _ => Ok(http::not_found(&path)),
+    }
+}
+
+/// Whether `path` belongs to this module (for the router).
+pub fn is_oauth_path(path: &str) -> bool {
+    path.starts_with("/oauth/")
+        || path == "/.well-known/oauth-protected-resource"
+        || path == "/.well-known/oauth-protected-resource/mcp"
+        || path == "/.well-known/oauth-authorization-server"
+}
+
+/// The principal a live access token for this deployment's MCP resource stands for, `Ok(None)`
+/// when the token is not one (unknown, expired, revoked, or for another resource).
+pub async fn verify_access_token(env: &Env, token: &str, base: &str) -> Result<Option<Principal>> {
+    if !token.starts_with(ACCESS_PREFIX) || token.len() > 200 {
+        return Ok(None);
+    }
+    let grant = AuthStore::get(env)?.verify_access(token).await?;
+    Ok(grant
+        .filter(|g| g.resource == metadata::resource(base))
+        .map(|g| Principal {
+            id: format!("oauth:{}", g.client_id),
+        }))
+}
+
+/// An RFC 6749 error response: `{"error", "error_description"}`, never cached.
+pub fn error(status: u16, code: &str, description: impl Into<String>) -> Response {
+    let mut response = http::json(
+        status,
+        &json!({ "error": code, "error_description": description.into() }),
+    );
+    let headers = response.headers_mut();
+    let _ = headers.set("cache-control", "no-store");
+    let _ = headers.set("pragma", "no-cache");
+    response
+}
+
+/// An internal `Error` in the OAuth error format.
+pub fn error_from(e: &Error) -> Response {
+    match e.kind {
+        ErrorKind::RateLimited => {
+            let mut response = error(429, "temporarily_unavailable", &e.message);
+            let retry = e.retry_after_secs.unwrap_or(60).to_string();
+            let _ = response.headers_mut().set("retry-after", &retry);
+            response
+        }
+        ErrorKind::InvalidInput => error(400, "invalid_request", &e.message),
+        ErrorKind::NotFound => error(400, "invalid_request", &e.message),
+        ErrorKind::Unavailable | ErrorKind::NotConfigured => {
+            error(503, "temporarily_unavailable", &e.message)
+        }
+        _ => {
+            worker::console_error!("oauth: {}", e.message);
+            error(500, "server_error", "internal error; retry the request")
+        }
+    }
+}
+
+/// JSON endpoints may be called from browser-based clients (no cookies are involved).
+fn cors(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    let _ = headers.set("access-control-allow-origin", "*");
+    let _ = headers.set("access-control-allow-methods", "GET, POST, OPTIONS");
+    let _ = headers.set(
+        "access-control-allow-headers",
+        "authorization, content-type, mcp-protocol-version",
+    );
+    let _ = headers.set("access-control-max-age", "86400");
+    response
+}
+
+fn method_not_allowed(path: &str) -> Response {
+    error(
+        405,
+        "invalid_request",
+        format!("{path} does not take this method"),
+    )
+}
+
+/// The caller's address, for rate limits (Cloudflare sets `cf-connecting-ip`).
+fn client_address(req: &Request) -> String {
+    req.headers()
+        .get("cf-connecting-ip")
+        .ok()
+        .flatten()
+        .filter(|v| !v.is_empty() && v.len() <= 64)
+        .unwrap_or_else(|| "unknown".to_string())
+}
