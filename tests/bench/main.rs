@@ -1,7 +1,8 @@
-//! `cargo xtask bench [runs|sandboxes|agent]`: starts fresh local stacks and prints figures — what was
+//! `cargo xtask bench [runs|sandboxes|agent|oauth]`: starts fresh local stacks and prints figures — what was
 //! measured and how it compares with the targets. It never fails on a target.
 
 mod agent;
+mod oauth;
 mod runs;
 mod sandboxes;
 mod stats;
@@ -13,13 +14,17 @@ async fn main() {
         "runs" => runs::run().await,
         "sandboxes" => sandboxes::run().await,
         "agent" => agent::run().await,
+        "oauth" => oauth::run().await,
         "all" => {
             runs::run().await;
             sandboxes::run().await;
             agent::run().await;
+            oauth::run().await;
         }
         other => {
-            eprintln!("bench: unknown benchmark {other:?}; use runs, sandboxes, agent or all");
+            eprintln!(
+                "bench: unknown benchmark {other:?}; use runs, sandboxes, agent, oauth or all"
+            );
             std::process::exit(2);
         }
     }

@@ -99,7 +99,10 @@ async fn a_deployment_without_credentials_says_how_to_configure_them() {
     assert!(r.body.contains("HANDOFF_OWNER_PASSPHRASE"), "{}", r.body);
     let health = read(reqwest::get(worker.url("/health")).await.unwrap()).await;
     assert!(
-        health.body.contains("HANDOFF_API_TOKENS"),
+        health.body.contains("HANDOFF_API_TOKENS")
+            && health
+                .body
+                .contains("OAuth clients (Claude.ai, Claude Desktop, ChatGPT) cannot connect"),
         "{}",
         health.body
     );
