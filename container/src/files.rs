@@ -297,9 +297,7 @@ pub fn write(home: &Path, r: &Resolved, bytes: &[u8]) -> Result<FileWritten> {
 }
 
 pub fn write_too_large(size: u64) -> ApiError {
-    ApiError::too_large(format!(
-        "the file is {size} bytes; writes are limited to {WRITE_CAP} bytes (8 MiB)"
-    ))
+    ApiError::too_large(handoff_wire::write_too_large_message(size))
 }
 
 fn unique() -> u64 {

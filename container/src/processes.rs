@@ -78,6 +78,14 @@ impl Table {
         for pgid in groups {
             signal(pgid, libc::SIGKILL);
         }
+        // Reaping happens on each process's own task; wait for it so callers (stop, pause)
+        // report the processes as gone rather than racing them.
+        for _ in 0..100 {
+            if self.running_count() == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Forgets the oldest finished processes beyond `MAX_TRACKED`.

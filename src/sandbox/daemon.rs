@@ -402,7 +402,10 @@ async fn daemon_error_from(mut response: Response) -> Error {
     let text = response.text().await.unwrap_or_default();
     let body = serde_json::from_str::<ErrorBody>(&text).unwrap_or(ErrorBody {
         code: ErrorCode::from_status(status),
-        message: format!("sandbox daemon answered HTTP {status}"),
+        message: match status {
+            413 => "the request is too large for the sandbox daemon".to_string(),
+            _ => format!("sandbox daemon answered HTTP {status}"),
+        },
     });
     if body.code == ErrorCode::Unauthorized {
         let message = format!(

@@ -40,6 +40,9 @@ const MAX_FAILURES: u32 = 5;
 const AGENT_START_MS: i64 = 60_000;
 /// How long the agent may stay idle without answering the prompt.
 const FIRST_ANSWER_MS: i64 = 120_000;
+/// How long the agent may stay idle with an answer that never completed before the turn is
+/// taken as over.
+const UNSETTLED_GRACE_MS: i64 = 30_000;
 
 pub struct Driver<'a> {
     pub env: &'a Env,
@@ -126,6 +129,7 @@ impl Driver<'_> {
             prompted_at: None,
             failures: 0,
             detail: ProgressDetail::default(),
+            idle_unsettled_since: None,
         };
         self.save(&current)?;
         Ok(Next::Now)
@@ -492,7 +496,8 @@ impl Driver<'_> {
             self.fail(&current, error_codes::TIMED_OUT, message).await?;
             return Ok(Next::Now);
         }
-        let activity = agent.activity(&session).await.map_err(agent_gone)?;
+        // Messages first, then the status: a turn read as settled and a session idle after it
+        // is really over, whereas the other order races a step that starts in between.
         let turn = opencode::read_turn(
             &agent
                 .messages(&session, Some(60))
@@ -500,6 +505,7 @@ impl Driver<'_> {
                 .map_err(agent_gone)?,
             &current.marker,
         );
+        let activity = agent.activity(&session).await.map_err(agent_gone)?;
         if turn.prompted {
             current.detail = turn.detail.clone();
         }
@@ -518,13 +524,31 @@ impl Driver<'_> {
         self.save(&current)?;
         self.progress(&current, &message).await?;
         let idle = activity == Activity::Idle;
-        let waited = now_ms() - current.prompted_at.unwrap_or(current.started_at);
-        if idle && (turn.answered || turn.error.is_some()) {
+        let now = now_ms();
+        let waited = now - current.prompted_at.unwrap_or(current.started_at);
+        // An answer that stays unfinished while the agent is idle (it died mid-step) ends the
+        // turn after a grace period rather than at the stall watchdog.
+        let unsettled_for = match (
+            idle && turn.answered && !turn.settled,
+            current.idle_unsettled_since,
+        ) {
+            (true, Some(since)) => now - since,
+            (true, None) => {
+                current.idle_unsettled_since = Some(now);
+                0
+            }
+            (false, _) => {
+                current.idle_unsettled_since = None;
+                0
+            }
+        };
+        if idle && (turn.settled || turn.error.is_some() || unsettled_for > UNSETTLED_GRACE_MS) {
             current.phase = Phase::Finishing;
             self.save(&current)?;
             return Ok(Next::Now);
         }
-        if idle && waited > FIRST_ANSWER_MS {
+        self.save(&current)?;
+        if idle && !turn.answered && waited > FIRST_ANSWER_MS {
             return Err(Error::internal(
                 "the agent went idle without answering the task".to_string(),
             ));

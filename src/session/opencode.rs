@@ -173,6 +173,9 @@ pub struct Turn {
     pub prompted: bool,
     /// At least one answer to it has started.
     pub answered: bool,
+    /// The latest answer is complete and does not wait for tool results: the agent's turn is
+    /// over. (An answer exists as soon as a step starts, before its model call returns.)
+    pub settled: bool,
     pub detail: ProgressDetail,
     /// The text of the latest answer (the agent's summary once it is done).
     pub last_text: Option<String>,
@@ -240,6 +243,8 @@ pub fn read_turn(messages: &[Value], marker: &str) -> Turn {
             turn.last_text = Some(text);
         }
         turn.error = error_message(&info["error"]);
+        let complete = !info["time"]["completed"].is_null();
+        turn.settled = complete && (info["finish"] != "tool-calls" || turn.error.is_some());
     }
     turn.detail.steps = steps.len() as u32;
     turn.detail.current_tool = steps
@@ -326,6 +331,39 @@ mod tests {
         assert_eq!(turn.detail.recent[1].title, "/a.rs");
         assert_eq!(turn.last_text.as_deref(), Some("Fixed it."));
         assert_eq!(turn.error, None);
+    }
+
+    #[test]
+    fn a_turn_is_settled_only_by_a_complete_answer_that_needs_no_tool_results() {
+        let prompt = message(
+            "user",
+            json!([{"type": "text", "text": "task [handoff:run_s]"}]),
+            json!({}),
+        );
+        let answer = |info: Value| message("assistant", json!([]), info);
+        let settled = |answers: Vec<Value>| {
+            let mut messages = vec![prompt.clone()];
+            messages.extend(answers);
+            let turn = read_turn(&messages, "[handoff:run_s]");
+            (turn.answered, turn.settled)
+        };
+        // A step has started but its model call has not returned.
+        assert_eq!(
+            settled(vec![answer(json!({"time": {"created": 1}}))]),
+            (true, false)
+        );
+        // A step that asked for tools: more steps follow.
+        let tools = json!({"time": {"created": 1, "completed": 2}, "finish": "tool-calls"});
+        assert_eq!(settled(vec![answer(tools.clone())]), (true, false));
+        let stop = json!({"time": {"created": 3, "completed": 4}, "finish": "stop"});
+        assert_eq!(
+            settled(vec![answer(tools.clone()), answer(stop)]),
+            (true, true)
+        );
+        let failed = json!({"time": {"created": 1, "completed": 2}, "finish": "tool-calls",
+            "error": {"name": "APIError", "data": {"message": "boom"}}});
+        assert_eq!(settled(vec![answer(failed)]), (true, true));
+        assert_eq!(settled(vec![]), (false, false));
     }
 
     #[test]

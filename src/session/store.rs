@@ -127,6 +127,9 @@ pub struct Current {
     /// Consecutive failures to reach the sandbox.
     pub failures: u32,
     pub detail: ProgressDetail,
+    /// Since when the agent has been idle with an answer that never completed.
+    #[serde(default)]
+    pub idle_unsettled_since: Option<i64>,
 }
 
 pub fn current(sql: &SqlStorage) -> Result<Option<Current>> {

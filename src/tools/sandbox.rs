@@ -249,15 +249,19 @@ impl ToolHandler for FilesWrite {
 
     async fn run(ctx: &Ctx<'_>, p: WriteParams) -> Result<FileWriteOutput> {
         check_path("path", &p.path)?;
-        let base64 = match p.encoding.unwrap_or_default() {
-            FileEncoding::Text => B64.encode(p.content.as_bytes()),
-            FileEncoding::Base64 => {
-                let bytes = B64.decode(p.content.trim()).map_err(|_| {
-                    Error::invalid("`content` is not valid base64 (encoding is base64)")
-                })?;
-                B64.encode(bytes)
-            }
+        let bytes = match p.encoding.unwrap_or_default() {
+            FileEncoding::Text => p.content.into_bytes(),
+            FileEncoding::Base64 => B64.decode(p.content.trim()).map_err(|_| {
+                Error::invalid("`content` is not valid base64 (encoding is base64)")
+            })?,
         };
+        // Refused here rather than by the daemon, which stops reading an oversized body early.
+        if bytes.len() as u64 > handoff_wire::WRITE_CAP {
+            return Err(Error::invalid(handoff_wire::write_too_large_message(
+                bytes.len() as u64,
+            )));
+        }
+        let base64 = B64.encode(bytes);
         let client = sandbox(ctx, &p.sandbox_id).await?;
         let written = client
             .write_file(p.path, base64)

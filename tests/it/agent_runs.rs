@@ -612,7 +612,12 @@ async fn a_branch_the_agent_committed_on_is_the_one_pushed() {
     .await;
     let run = finished(&mcp, &run_id).await;
     assert_eq!(status(&run), "completed", "{run:#}");
-    assert_eq!(run["result"]["branch"], "agent/own-branch");
+    assert_eq!(
+        run["result"]["branch"],
+        "agent/own-branch",
+        "{run:#}\n{:#?}",
+        stack.llm.requests("self-commit")
+    );
     let pull = stack
         .forge
         .pulls()

@@ -83,6 +83,8 @@ pub struct Recorded {
     pub messages: usize,
     pub api_key: String,
     pub model: String,
+    /// What the last tool call printed, as the agent sent it back (for failure messages).
+    pub tool_output: Option<String>,
 }
 
 struct LlmState {
@@ -158,6 +160,24 @@ fn text_of(message: &Value) -> String {
             .join("\n"),
         _ => String::new(),
     }
+}
+
+/// The output of the latest tool call in the conversation, in either API's shape.
+fn last_tool_output(messages: &[Value]) -> Option<String> {
+    messages.iter().rev().find_map(|m| {
+        if m["role"] == "tool" {
+            return Some(text_of(m));
+        }
+        let blocks = m["content"].as_array()?;
+        blocks
+            .iter()
+            .rev()
+            .find(|b| b["type"] == "tool_result")
+            .map(|b| match &b["content"] {
+                Value::String(s) => s.clone(),
+                other => text_of(&json!({ "content": other })),
+            })
+    })
 }
 
 /// The scenario named by the latest tagged user message, and the assistant turns since it.
@@ -256,6 +276,7 @@ fn record(state: &LlmState, messages: &[Value], api_key: String, model: String) 
             messages: messages.len(),
             api_key,
             model,
+            tool_output: last_tool_output(messages),
         });
     }
     (scenario, step)

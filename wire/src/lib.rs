@@ -45,6 +45,11 @@ pub const EXEC_OUTPUT_CAP: usize = 32 * 1024;
 pub const READ_CAP: u64 = 1024 * 1024;
 /// Largest file accepted by a write.
 pub const WRITE_CAP: u64 = 8 * 1024 * 1024;
+
+/// The one message for a write over [`WRITE_CAP`], said by the daemon and the Worker alike.
+pub fn write_too_large_message(size: u64) -> String {
+    format!("the file is {size} bytes; writes are limited to {WRITE_CAP} bytes (8 MiB)")
+}
 /// Largest directory ZIP.
 pub const ZIP_CAP: u64 = 10 * 1024 * 1024;
 /// Longest exec timeout.
