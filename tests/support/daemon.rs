@@ -7,10 +7,7 @@ use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 pub struct Daemon {
     pub port: u16,
@@ -20,10 +17,7 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start() -> Daemon {
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!("handoff-daemon-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("daemon dir");
+        let dir = crate::scratch_dir("daemon");
         let mut daemon = Daemon {
             port: free_port(),
             dir,

@@ -31,6 +31,43 @@ pub fn root() -> std::path::PathBuf {
     manifest.parent().map(Into::into).unwrap_or(manifest)
 }
 
+/// A fresh scratch directory `<tmp>/handoff-<kind>-<pid>-<n>`. The first call of a process
+/// also removes those that earlier test processes left behind (shared servers live in statics,
+/// which are never dropped, so their directories outlive the process).
+pub fn scratch_dir(kind: &str) -> std::path::PathBuf {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let tmp = std::env::temp_dir();
+    SWEPT.call_once(|| sweep_scratch(&tmp));
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = tmp.join(format!("handoff-{kind}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a scratch directory");
+    dir
+}
+
+/// Removes `handoff-<kind>-<pid>-<n>` directories whose process is gone.
+fn sweep_scratch(tmp: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("handoff-") else {
+            continue;
+        };
+        let mut fields = rest.rsplitn(3, '-');
+        let (Some(n), Some(pid), Some(_kind)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let ours = n.parse::<usize>().is_ok() && pid.parse::<u32>().is_ok();
+        if ours && !std::path::Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// Serves `app` on a free loopback port from a thread with its own runtime, for the life of the
 /// process (test runtimes come and go with each test; shared servers must outlive them).
 pub fn serve_forever(app: axum::Router) -> u16 {

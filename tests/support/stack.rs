@@ -6,7 +6,6 @@ use crate::daemon::Daemon;
 use crate::forge::Forge;
 use crate::llm::ScriptedLlm;
 use crate::worker::{stop_daemon_at_exit, stop_group_at_exit, Worker, WorkerOptions};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// The Worker's "real" provider key: must reach the LLM, and nothing else.
@@ -24,13 +23,10 @@ pub struct RunStack {
     pub worker: Worker,
 }
 
-static NEXT: AtomicUsize = AtomicUsize::new(0);
-
 impl RunStack {
     /// Starts every part; `extra` adds or overrides Worker variables.
     pub fn start(extra: &[(&str, &str)]) -> RunStack {
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let root = std::env::temp_dir().join(format!("handoff-forge-{}-{n}", std::process::id()));
+        let root = crate::scratch_dir("forge");
         let forge = Forge::start(root, CANARY_GITHUB_TOKEN);
         let llm = ScriptedLlm::start_with(CANARY_ANTHROPIC_KEY, CANARY_OPENAI_KEY);
         let daemon = Daemon::start();

@@ -7,7 +7,6 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -39,7 +38,6 @@ pub struct Worker {
     child: Option<Child>,
 }
 
-static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 static SHARED: OnceLock<Worker> = OnceLock::new();
 /// Process groups and directories of instances held in statics (never dropped), cleaned up when
 /// the test process exits.
@@ -109,9 +107,7 @@ impl Worker {
     /// Writes a config for this instance and starts it; panics with wrangler's output if it does
     /// not become healthy.
     pub fn start(options: WorkerOptions) -> Worker {
-        let n = NEXT_DIR.fetch_add(1, Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!("handoff-it-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = crate::scratch_dir("it");
         std::fs::create_dir_all(dir.join("state")).expect("create instance dir");
         write_config(&dir, &options);
         let mut worker = Worker {
