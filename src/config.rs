@@ -422,4 +422,30 @@ mod tests {
         assert_eq!(l.token, DEFAULT_RATE_LIMITS.token);
         assert_eq!(l.authorize, DEFAULT_RATE_LIMITS.authorize);
     }
+
+    #[test]
+    fn every_setting_is_documented_in_the_example_file() {
+        let example = include_str!("../.dev.vars.example");
+        let documented = |name: &str| {
+            example.lines().any(|line| {
+                let line = line.trim_start_matches('#').trim_start();
+                line.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('='))
+            })
+        };
+        let names: Vec<&str> = include_str!("config.rs")
+            .lines()
+            .filter_map(|line| line.strip_prefix("pub const "))
+            .filter(|line| line.contains(": &str = \""))
+            .filter_map(|line| line.split('"').nth(1))
+            .filter(|value| {
+                value
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            })
+            .collect();
+        assert!(names.len() > 20, "{names:?}");
+        let missing: Vec<&&str> = names.iter().filter(|n| !documented(n)).collect();
+        assert!(missing.is_empty(), "not in .dev.vars.example: {missing:?}");
+    }
 }
