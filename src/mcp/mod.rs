@@ -2,6 +2,7 @@
 //! protocol-version headers, JSON or SSE responses. Methods are handled in `server`.
 
 mod jsonrpc;
+mod progress;
 mod protocol;
 mod server;
 
@@ -164,13 +165,38 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
             });
         }
     };
-    let ctx = Ctx {
-        env,
-        principal,
-        ledger,
-        base_url: http::base_url(env, &req),
+    let base_url = http::base_url(env, &req);
+    let accepts_sse = accepts(header(&headers, "accept").as_deref(), "text/event-stream");
+    let Some(token) = progress::token(params.as_ref()).filter(|_| accepts_sse) else {
+        let ctx = Ctx {
+            env,
+            principal,
+            ledger,
+            base_url,
+        };
+        return finish(
+            mode,
+            server::dispatch(&ctx, &version, id, &method, params).await,
+        );
     };
-    match server::dispatch(&ctx, &version, id, &method, params).await {
+    let env = env.clone();
+    let pending = Box::pin(async move {
+        let ctx = Ctx {
+            env: &env,
+            principal,
+            ledger,
+            base_url,
+        };
+        server::dispatch(&ctx, &version, id, &method, params).await
+    });
+    match progress::run(pending, token).await? {
+        progress::Finished::Quickly(outcome) => finish(mode, outcome),
+        progress::Finished::Streaming(response) => Ok(response),
+    }
+}
+
+fn finish(mode: Mode, outcome: progress::Outcome) -> Result<Response> {
+    match outcome {
         Ok(value) => respond(mode, &value),
         Err(Failure::SessionGone(e)) => Ok(error_response(404, &e)),
         Err(Failure::Rpc(e)) => Ok(error_response(200, &e)),
@@ -248,17 +274,7 @@ fn response_mode(accept: Option<&str>) -> Option<Mode> {
     let Some(accept) = accept else {
         return Some(Mode::Json);
     };
-    let types: Vec<String> = accept
-        .split(',')
-        .map(|t| {
-            t.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .collect();
-    let has = |t: &str| types.iter().any(|x| x == t);
+    let has = |t: &str| accepts(Some(accept), t);
     if has("application/json") || has("application/*") || has("*/*") {
         Some(Mode::Json)
     } else if has("text/event-stream") {
@@ -266,6 +282,19 @@ fn response_mode(accept: Option<&str>) -> Option<Mode> {
     } else {
         None
     }
+}
+
+/// Whether an `Accept` header names `media_type` exactly (parameters ignored).
+fn accepts(accept: Option<&str>, media_type: &str) -> bool {
+    accept.is_some_and(|accept| {
+        accept.split(',').any(|t| {
+            t.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case(media_type)
+        })
+    })
 }
 
 fn respond(mode: Mode, value: &Value) -> Result<Response> {

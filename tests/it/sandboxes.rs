@@ -205,6 +205,86 @@ async fn exec_reports_exit_codes_stderr_caps_and_timeouts() {
 }
 
 #[tokio::test]
+async fn a_long_exec_streams_progress_to_clients_that_ask_for_it() {
+    let mcp = mcp().await;
+    let id = create(&mcp, json!({})).await;
+    let call = |token: Option<&str>, command: &str| {
+        let mut params =
+            json!({"name": "sandbox_exec", "arguments": {"sandboxId": id, "command": command}});
+        if let Some(token) = token {
+            params["_meta"] = json!({"progressToken": token});
+        }
+        json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": params}).to_string()
+    };
+
+    // A slow command with a progress token: an SSE stream whose notifications arrive while the
+    // command still runs, then the usual result.
+    let started = std::time::Instant::now();
+    let mut response = mcp
+        .http
+        .post(&mcp.endpoint)
+        .header("authorization", format!("Bearer {}", mcp.token))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &mcp.session)
+        .header("mcp-protocol-version", &mcp.version)
+        .body(call(Some("p-exec"), "echo start; sleep 7; echo done"))
+        .send()
+        .await
+        .expect("POST /mcp");
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let mut body = String::new();
+    let mut first_progress_at = None;
+    while let Some(chunk) = response.chunk().await.expect("stream") {
+        body.push_str(&String::from_utf8_lossy(&chunk));
+        if first_progress_at.is_none() && body.contains("notifications/progress") {
+            first_progress_at = Some(started.elapsed());
+        }
+    }
+    let finished_at = started.elapsed();
+    let first = first_progress_at.expect("a progress notification");
+    assert!(
+        first + Duration::from_secs(2) < finished_at,
+        "progress came at {first:?}, the result at {finished_at:?}: not streamed"
+    );
+    let messages: Vec<Value> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).expect("JSON event"))
+        .collect();
+    let (last, notes) = messages.split_last().expect("events");
+    assert!(notes.len() >= 2, "{body}");
+    let mut previous = 0.0;
+    for note in notes {
+        assert_eq!(note["method"], "notifications/progress", "{note}");
+        assert_eq!(note["params"]["progressToken"], "p-exec");
+        let progress = note["params"]["progress"].as_f64().unwrap();
+        assert!(progress > previous, "{body}");
+        previous = progress;
+    }
+    assert_eq!(last["id"], 77);
+    let result = &last["result"]["structuredContent"];
+    assert_eq!(result["stdout"], "start\ndone\n", "{last}");
+    assert_eq!(result["exitCode"], 0);
+
+    // Fast calls, and calls without a token, are answered with plain JSON.
+    for (token, command) in [(Some("p-fast"), "echo quick"), (None, "sleep 4; echo slow")] {
+        let plain = mcp.post(&call(token, command), &[]).await;
+        assert_eq!(
+            plain.header("content-type").as_deref(),
+            Some("application/json"),
+            "{}",
+            plain.body
+        );
+        assert_eq!(plain.json()["result"]["isError"], false, "{}", plain.body);
+    }
+}
+
+#[tokio::test]
 async fn files_round_trip_caps_and_escapes() {
     let mcp = mcp().await;
     let id = create(&mcp, json!({})).await;
