@@ -24,6 +24,9 @@
 //! Errors are [`ErrorBody`] with the status from [`ErrorCode::http_status`]. 503 means
 //! transient (retry with backoff); every other error fails fast.
 
+mod headtail;
+pub use headtail::HeadTail;
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

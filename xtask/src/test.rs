@@ -43,7 +43,17 @@ pub fn run(args: &[String]) -> Result {
     )?;
     step(
         "unit tests",
-        cargo().args(["test", "-p", "handoff", "--lib"]),
+        cargo().args([
+            "test",
+            "-p",
+            "handoff",
+            "-p",
+            "handoff-wire",
+            "-p",
+            "handoff-sandbox",
+            "--lib",
+            "--bins",
+        ]),
     )?;
     let mut integration = cargo();
     integration
