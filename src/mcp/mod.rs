@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::http;
 use crate::ids;
 use crate::ledger::{Ledger, McpSessionRef};
-use crate::tools::Ctx;
+use crate::tools::{Ctx, StatusLine};
 use futures::StreamExt;
 use jsonrpc::{Message, RpcError};
 use serde_json::Value;
@@ -173,6 +173,7 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
             principal,
             ledger,
             base_url,
+            status: None,
         };
         return finish(
             mode,
@@ -180,16 +181,19 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
         );
     };
     let env = env.clone();
+    let status = StatusLine::default();
+    let reported = status.clone();
     let pending = Box::pin(async move {
         let ctx = Ctx {
             env: &env,
             principal,
             ledger,
             base_url,
+            status: Some(reported),
         };
         server::dispatch(&ctx, &version, id, &method, params).await
     });
-    match progress::run(pending, token).await? {
+    match progress::run(pending, token, status).await? {
         progress::Finished::Quickly(outcome) => finish(mode, outcome),
         progress::Finished::Streaming(response) => Ok(response),
     }

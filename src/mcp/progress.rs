@@ -1,11 +1,13 @@
 //! Progress on slow requests. When a client that accepts `text/event-stream` puts a
 //! `progressToken` in a request's `_meta` and the request is still running after
 //! [`PROGRESS_EVERY`], the answer becomes an SSE stream: `notifications/progress` every
-//! [`PROGRESS_EVERY`] (progress = seconds elapsed, strictly increasing), then the response.
+//! [`PROGRESS_EVERY`] (progress = seconds elapsed, strictly increasing; the message carries the
+//! tool's status line, e.g. a command's latest output), then the response.
 //! Faster requests are answered as usual, so only long ones (a long `sandbox_exec`) stream.
 
 use super::server::Failure;
 use crate::error::Result;
+use crate::tools::StatusLine;
 use futures::future::{select, Either, LocalBoxFuture};
 use futures::StreamExt;
 use serde_json::{json, Map, Value};
@@ -26,22 +28,28 @@ pub fn token(params: Option<&Map<String, Value>>) -> Option<Value> {
 
 /// Either the finished outcome (the request took less than [`PROGRESS_EVERY`]) or an SSE
 /// response that reports progress until the outcome is ready.
-pub async fn run(pending: LocalBoxFuture<'static, Outcome>, token: Value) -> Result<Finished> {
+pub async fn run(
+    pending: LocalBoxFuture<'static, Outcome>,
+    token: Value,
+    status: StatusLine,
+) -> Result<Finished> {
     let pending = match select(pending, Box::pin(Delay::from(PROGRESS_EVERY))).await {
         Either::Left((outcome, _)) => return Ok(Finished::Quickly(outcome)),
         Either::Right((_, pending)) => pending,
     };
-    let first = notification(&token, 1);
+    let first = notification(&token, 1, &status.borrow());
     let state = Some((pending, 1u64));
     let rest = futures::stream::unfold(state, move |state| {
         let token = token.clone();
+        let status = status.clone();
         async move {
             let (pending, ticks) = state?;
             match select(pending, Box::pin(Delay::from(PROGRESS_EVERY))).await {
                 Either::Left((outcome, _)) => Some((event(&final_message(outcome)), None)),
                 Either::Right((_, pending)) => {
                     let ticks = ticks + 1;
-                    Some((notification(&token, ticks), Some((pending, ticks))))
+                    let note = notification(&token, ticks, &status.borrow());
+                    Some((note, Some((pending, ticks))))
                 }
             }
         }
@@ -63,15 +71,24 @@ pub enum Finished {
     Streaming(Response),
 }
 
-fn notification(token: &Value, ticks: u64) -> Vec<u8> {
+/// Longest status line a notification carries.
+const STATUS_CHARS: usize = 200;
+
+fn notification(token: &Value, ticks: u64, status: &str) -> Vec<u8> {
     let seconds = ticks * PROGRESS_EVERY.as_secs();
+    let status: String = status.trim().chars().take(STATUS_CHARS).collect();
+    let message = if status.is_empty() {
+        format!("still working ({seconds} s)")
+    } else {
+        format!("still working ({seconds} s): {status}")
+    };
     event(&json!({
         "jsonrpc": "2.0",
         "method": "notifications/progress",
         "params": {
             "progressToken": token,
             "progress": seconds,
-            "message": format!("still working ({seconds} s)"),
+            "message": message,
         },
     }))
 }
@@ -116,7 +133,11 @@ mod tests {
 
     #[test]
     fn notifications_count_seconds() {
-        let text = String::from_utf8(notification(&json!("t"), 2)).unwrap_or_default();
+        let text = String::from_utf8(notification(&json!("t"), 2, " line 3\n")).unwrap_or_default();
+        assert!(
+            text.contains(r#""message":"still working (6 s): line 3""#),
+            "{text}"
+        );
         assert!(text.starts_with("event: message\ndata: "));
         assert!(text.contains(r#""progress":6"#), "{text}");
         assert!(text.contains(r#""progressToken":"t""#), "{text}");

@@ -118,6 +118,10 @@ impl SandboxClient {
     pub async fn exec(&self, request: ExecRequest) -> Result<ExecResult> {
         self.call(SandboxOp::Exec { request }).await
     }
+    /// The command's output as NDJSON `ExecEvent`s while it runs, ending with `exit`.
+    pub async fn exec_stream(&self, request: ExecRequest) -> Result<Response> {
+        rpc::call_streaming(&self.stub, super::EXEC_STREAM_PATH, &request).await
+    }
     pub async fn read_file(&self, path: String, encoding: Encoding) -> Result<FileContent> {
         self.call(SandboxOp::ReadFile { path, encoding }).await
     }

@@ -252,6 +252,20 @@ impl Daemon {
             .await
     }
 
+    /// Starts a command whose output comes back as NDJSON [`handoff_wire::ExecEvent`]s while
+    /// it runs; the limit covers only the start (the daemon enforces the command's timeout).
+    pub async fn exec_stream(&self, req: &ExecRequest) -> Result<Response> {
+        let body = serde_json::to_string(req)?;
+        self.send(
+            Method::Post,
+            "/exec/stream",
+            Some(body.into()),
+            Some("application/json"),
+            DEFAULT_LIMIT,
+        )
+        .await
+    }
+
     pub async fn read_file(&self, path: &str, encoding: Encoding) -> Result<FileContent> {
         let enc = match encoding {
             Encoding::Text => "text",

@@ -5,6 +5,7 @@
 
 mod api;
 pub mod daemon;
+pub mod exec_stream;
 mod store;
 
 pub use api::{SandboxClient, SandboxInfo, SandboxOp};
@@ -20,6 +21,7 @@ use api::{Ack, Zipped};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use daemon::{Daemon, Transport, CONTAINER_PORT};
+use handoff_wire::ExecRequest;
 use std::cell::Cell;
 use std::time::Duration;
 use worker::{
@@ -29,6 +31,8 @@ use worker::{
 
 /// R2 binding for snapshots and artifacts.
 const BUCKET: &str = "ARTIFACTS";
+/// The sandbox object's route for a streamed exec (everything else is one RPC route).
+pub const EXEC_STREAM_PATH: &str = "/exec-stream";
 /// How often the daemon's copy of the sandbox is re-checked while the object is awake.
 const ENSURE_EVERY_MS: i64 = 60_000;
 /// Activity is written down at most this often (it only feeds the idle timer).
@@ -80,6 +84,12 @@ impl DurableObject for SandboxObject {
                     &serde_json::json!({"error": e.message}),
                 )),
             };
+        }
+        if req.path() == EXEC_STREAM_PATH {
+            return rpc::serve_streaming(req, |request: ExecRequest| async move {
+                on_daemon!(self, |d| d.exec_stream(&request))
+            })
+            .await;
         }
         rpc::serve(req, |op: SandboxOp| self.handle(op)).await
     }

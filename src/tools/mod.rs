@@ -22,13 +22,31 @@ use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 use worker::Env;
 
-/// What a tool handler may use: the caller, the ledger (bound to the caller's MCP session) and
-/// where links should point.
+/// The latest word on a running call, which progress notifications carry to the client.
+pub type StatusLine = std::rc::Rc<std::cell::RefCell<String>>;
+
+/// What a tool handler may use: the caller, the ledger (bound to the caller's MCP session),
+/// where links should point, and — when the client asked for progress — a status line.
 pub struct Ctx<'a> {
     pub env: &'a Env,
     pub principal: Principal,
     pub ledger: Ledger,
     pub base_url: String,
+    pub status: Option<StatusLine>,
+}
+
+impl Ctx<'_> {
+    /// Whether the client listens for progress on this call.
+    pub fn wants_progress(&self) -> bool {
+        self.status.is_some()
+    }
+
+    /// Replaces the status line (a no-op when the client did not ask for progress).
+    pub fn report(&self, text: &str) {
+        if let Some(status) = &self.status {
+            status.replace(text.to_string());
+        }
+    }
 }
 
 pub(crate) trait ToolHandler {

@@ -9,7 +9,7 @@ use super::{Ctx, ToolHandler};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids;
 use crate::links;
-use crate::sandbox::{SandboxClient, SandboxOp};
+use crate::sandbox::{exec_stream, SandboxClient, SandboxOp};
 use crate::time::{now_ms, rfc3339};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -187,7 +187,13 @@ impl ToolHandler for Exec {
             env,
             timeout_ms,
         };
-        Ok(client.exec(request).await.map_err(not_found_hint)?.into())
+        if !ctx.wants_progress() {
+            return Ok(client.exec(request).await.map_err(not_found_hint)?.into());
+        }
+        // The client listens for progress: stream the output and report its latest line.
+        let response = client.exec_stream(request).await.map_err(not_found_hint)?;
+        let result = exec_stream::collect(response, |line| ctx.report(line)).await?;
+        Ok(result.into())
     }
 
     fn summary(out: &ExecOutput) -> String {

@@ -204,21 +204,15 @@ async fn exec_reports_exit_codes_stderr_caps_and_timeouts() {
     assert!(!ls["stdout"].as_str().unwrap().contains("pwned"), "{ls}");
 }
 
-#[tokio::test]
-async fn a_long_exec_streams_progress_to_clients_that_ask_for_it() {
-    let mcp = mcp().await;
-    let id = create(&mcp, json!({})).await;
-    let call = |token: Option<&str>, command: &str| {
-        let mut params =
-            json!({"name": "sandbox_exec", "arguments": {"sandboxId": id, "command": command}});
-        if let Some(token) = token {
-            params["_meta"] = json!({"progressToken": token});
-        }
-        json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": params}).to_string()
-    };
+/// What a `tools/call` answered as an SSE stream: its messages, when the first progress
+/// notification arrived and when the stream ended.
+struct Streamed {
+    messages: Vec<Value>,
+    first_progress: Duration,
+    ended: Duration,
+}
 
-    // A slow command with a progress token: an SSE stream whose notifications arrive while the
-    // command still runs, then the usual result.
+async fn call_streamed(mcp: &Mcp, body: String) -> Streamed {
     let started = std::time::Instant::now();
     let mut response = mcp
         .http
@@ -228,7 +222,7 @@ async fn a_long_exec_streams_progress_to_clients_that_ask_for_it() {
         .header("accept", "application/json, text/event-stream")
         .header("mcp-session-id", &mcp.session)
         .header("mcp-protocol-version", &mcp.version)
-        .body(call(Some("p-exec"), "echo start; sleep 7; echo done"))
+        .body(body)
         .send()
         .await
         .expect("POST /mcp");
@@ -237,33 +231,72 @@ async fn a_long_exec_streams_progress_to_clients_that_ask_for_it() {
         response.headers()["content-type"].to_str().unwrap(),
         "text/event-stream"
     );
-    let mut body = String::new();
-    let mut first_progress_at = None;
+    let mut text = String::new();
+    let mut first_progress = None;
     while let Some(chunk) = response.chunk().await.expect("stream") {
-        body.push_str(&String::from_utf8_lossy(&chunk));
-        if first_progress_at.is_none() && body.contains("notifications/progress") {
-            first_progress_at = Some(started.elapsed());
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        if first_progress.is_none() && text.contains("notifications/progress") {
+            first_progress = Some(started.elapsed());
         }
     }
-    let finished_at = started.elapsed();
-    let first = first_progress_at.expect("a progress notification");
-    assert!(
-        first + Duration::from_secs(2) < finished_at,
-        "progress came at {first:?}, the result at {finished_at:?}: not streamed"
-    );
-    let messages: Vec<Value> = body
+    let messages = text
         .lines()
         .filter_map(|l| l.strip_prefix("data: "))
         .map(|d| serde_json::from_str(d).expect("JSON event"))
         .collect();
-    let (last, notes) = messages.split_last().expect("events");
-    assert!(notes.len() >= 2, "{body}");
+    Streamed {
+        messages,
+        first_progress: first_progress.expect("a progress notification"),
+        ended: started.elapsed(),
+    }
+}
+
+#[tokio::test]
+async fn a_long_exec_streams_its_progress_and_output_to_clients_that_ask_for_it() {
+    let mcp = mcp().await;
+    let id = create(&mcp, json!({})).await;
+    let call = |token: Option<Value>, arguments: Value| {
+        let mut arguments = arguments;
+        arguments["sandboxId"] = json!(id);
+        let mut params = json!({"name": "sandbox_exec", "arguments": arguments});
+        if let Some(token) = token {
+            params["_meta"] = json!({"progressToken": token});
+        }
+        json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": params}).to_string()
+    };
+
+    // A slow command with a progress token: notifications arrive while it still runs and carry
+    // its latest output line, then the usual result.
+    let slow = call_streamed(
+        &mcp,
+        call(
+            Some(json!("p-exec")),
+            json!({"command": "echo start; sleep 7; echo done"}),
+        ),
+    )
+    .await;
+    assert!(
+        slow.first_progress + Duration::from_secs(2) < slow.ended,
+        "progress came at {:?}, the result at {:?}: not streamed",
+        slow.first_progress,
+        slow.ended
+    );
+    let (last, notes) = slow.messages.split_last().expect("events");
+    assert!(notes.len() >= 2, "{:?}", slow.messages);
+    assert!(
+        notes.iter().any(|n| n["params"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with(": start")),
+        "{:?}",
+        slow.messages
+    );
     let mut previous = 0.0;
     for note in notes {
         assert_eq!(note["method"], "notifications/progress", "{note}");
         assert_eq!(note["params"]["progressToken"], "p-exec");
         let progress = note["params"]["progress"].as_f64().unwrap();
-        assert!(progress > previous, "{body}");
+        assert!(progress > previous, "{:?}", slow.messages);
         previous = progress;
     }
     assert_eq!(last["id"], 77);
@@ -271,9 +304,28 @@ async fn a_long_exec_streams_progress_to_clients_that_ask_for_it() {
     assert_eq!(result["stdout"], "start\ndone\n", "{last}");
     assert_eq!(result["exitCode"], 0);
 
+    // A streamed command that outlives its timeout is killed and says so.
+    let late = call_streamed(
+        &mcp,
+        call(
+            Some(json!(7)),
+            json!({"command": "echo begin; sleep 30", "timeoutMs": 4000}),
+        ),
+    )
+    .await;
+    let last = late.messages.last().expect("a result");
+    let result = &last["result"]["structuredContent"];
+    assert_eq!(result["timedOut"], true, "{last}");
+    assert_eq!(result["stdout"], "begin\n", "{last}");
+
     // Fast calls, and calls without a token, are answered with plain JSON.
-    for (token, command) in [(Some("p-fast"), "echo quick"), (None, "sleep 4; echo slow")] {
-        let plain = mcp.post(&call(token, command), &[]).await;
+    for (token, command) in [
+        (Some(json!("p-fast")), "echo quick"),
+        (None, "sleep 4; echo slow"),
+    ] {
+        let plain = mcp
+            .post(&call(token, json!({"command": command})), &[])
+            .await;
         assert_eq!(
             plain.header("content-type").as_deref(),
             Some("application/json"),
