@@ -246,7 +246,6 @@ impl Driver<'_> {
         let sandbox = self.sandbox()?;
         let dir = format!("{WORKSPACE}/{name}");
         let git_token = self.token(current, Service::Git, Some(&format!("{owner}/{name}")))?;
-        let header = format!("Authorization: Bearer {git_token}");
         let exists = sandbox
             .exec(argv(&["test", "-d", &format!("{dir}/.git")], None))
             .await?
@@ -260,7 +259,7 @@ impl Driver<'_> {
                     branch: run.branch.clone(),
                     depth: None,
                     dir: Some(dir.clone()),
-                    http_header: Some(header.clone()),
+                    http_header: Some(format!("Authorization: Bearer {git_token}")),
                     timeout_ms: 10 * 60 * 1000,
                 })
                 .await?;
@@ -271,14 +270,7 @@ impl Driver<'_> {
                 )));
             }
         } else if let Some(branch) = &run.branch {
-            let env = BTreeMap::from([
-                ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
-                (
-                    "GIT_CONFIG_KEY_0".to_string(),
-                    "http.extraHeader".to_string(),
-                ),
-                ("GIT_CONFIG_VALUE_0".to_string(), header),
-            ]);
+            let env = finish::auth_env(&git_token);
             finish::git(&sandbox, &dir, &["fetch", "-q", "origin", branch], env).await?;
             finish::git(
                 &sandbox,

@@ -40,6 +40,22 @@ fn fail(phase: &'static str) -> impl Fn(Error) -> Failure {
     move |error| Failure { phase, error }
 }
 
+/// Environment that makes git send the run's scoped token to the credential proxy, without
+/// writing it into the repository's config.
+pub fn auth_env(git_token: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
+        (
+            "GIT_CONFIG_KEY_0".to_string(),
+            "http.extraHeader".to_string(),
+        ),
+        (
+            "GIT_CONFIG_VALUE_0".to_string(),
+            format!("Authorization: Bearer {git_token}"),
+        ),
+    ])
+}
+
 /// Runs `git <args>` in the checkout; fails with git's stderr.
 pub async fn git(
     sandbox: &SandboxClient,
@@ -71,6 +87,18 @@ pub async fn git(
     }
 }
 
+/// `git <args>` in the checkout while committing; its trimmed output.
+async fn committing(
+    sandbox: &SandboxClient,
+    dir: &str,
+    args: &[&str],
+) -> std::result::Result<String, Failure> {
+    let result = git(sandbox, dir, args, BTreeMap::new())
+        .await
+        .map_err(fail("committing"))?;
+    Ok(result.stdout.trim().to_string())
+}
+
 /// Commits what the agent changed and pushes it; `None` when nothing changed.
 pub async fn push(
     sandbox: &SandboxClient,
@@ -81,92 +109,39 @@ pub async fn push(
     git_token: &str,
 ) -> std::result::Result<Option<Pushed>, Failure> {
     let dir = checkout.dir.as_str();
-    let no_env = BTreeMap::new;
-    let status = git(sandbox, dir, &["status", "--porcelain"], no_env())
-        .await
-        .map_err(fail("committing"))?;
-    let current = git(
-        sandbox,
-        dir,
-        &["rev-parse", "--abbrev-ref", "HEAD"],
-        no_env(),
-    )
-    .await
-    .map_err(fail("committing"))?
-    .stdout
-    .trim()
-    .to_string();
+    let head = ["rev-parse", "--abbrev-ref", "HEAD"];
     let own_branch = format!("handoff/{run_id}");
-    let on_base = current == checkout.base_branch || current == "HEAD";
-    if !status.stdout.trim().is_empty() {
-        if on_base {
-            git(
-                sandbox,
-                dir,
-                &["checkout", "-q", "-b", &own_branch],
-                no_env(),
-            )
-            .await
-            .map_err(fail("committing"))?;
+    let on_base = |branch: &str| branch == checkout.base_branch || branch == "HEAD";
+    if !committing(sandbox, dir, &["status", "--porcelain"])
+        .await?
+        .is_empty()
+    {
+        if on_base(&committing(sandbox, dir, &head).await?) {
+            committing(sandbox, dir, &["checkout", "-q", "-b", &own_branch]).await?;
         }
-        git(sandbox, dir, &["add", "-A"], no_env())
-            .await
-            .map_err(fail("committing"))?;
+        committing(sandbox, dir, &["add", "-A"]).await?;
         let message = format!(
             "{title}\n\n{}\n\nhandoff run {run_id}",
             super::opencode::truncate(summary, 2000)
         );
         let mut args: Vec<&str> = AUTHOR.to_vec();
         args.extend(["commit", "-q", "-m", &message]);
-        git(sandbox, dir, &args, no_env())
-            .await
-            .map_err(fail("committing"))?;
+        committing(sandbox, dir, &args).await?;
     }
     let range = format!("{}..HEAD", checkout.base_commit);
-    let ahead = git(sandbox, dir, &["rev-list", "--count", &range], no_env())
-        .await
-        .map_err(fail("committing"))?;
-    if ahead.stdout.trim() == "0" {
+    if committing(sandbox, dir, &["rev-list", "--count", &range]).await? == "0" {
         return Ok(None);
     }
-    let branch = git(
-        sandbox,
-        dir,
-        &["rev-parse", "--abbrev-ref", "HEAD"],
-        no_env(),
-    )
-    .await
-    .map_err(fail("committing"))?
-    .stdout
-    .trim()
-    .to_string();
-    let branch = if branch == checkout.base_branch
-        || branch == "HEAD"
-        || !handoff_wire::is_safe_branch(&branch)
-    {
+    let branch = committing(sandbox, dir, &head).await?;
+    let branch = if on_base(&branch) || !handoff_wire::is_safe_branch(&branch) {
         // The agent committed on the base branch (or somewhere odd): publish on our own branch.
-        git(
-            sandbox,
-            dir,
-            &["checkout", "-q", "-B", &own_branch],
-            no_env(),
-        )
-        .await
-        .map_err(fail("committing"))?;
+        committing(sandbox, dir, &["checkout", "-q", "-B", &own_branch]).await?;
         own_branch
     } else {
         branch
     };
-    let log = git(
-        sandbox,
-        dir,
-        &["log", "--format=%H%x09%s", &range],
-        no_env(),
-    )
-    .await
-    .map_err(fail("committing"))?;
+    let log = committing(sandbox, dir, &["log", "--format=%H%x09%s", &range]).await?;
     let commits = log
-        .stdout
         .lines()
         .filter_map(|line| line.split_once('\t'))
         .map(|(sha, message)| Commit {
@@ -174,30 +149,20 @@ pub async fn push(
             message: message.to_string(),
         })
         .collect();
-    let files = git(sandbox, dir, &["diff", "--name-only", &range], no_env())
-        .await
-        .map_err(fail("committing"))?;
-    let changed_files = files.stdout.lines().map(str::to_string).collect();
-    let stat = git(sandbox, dir, &["diff", "--shortstat", &range], no_env())
-        .await
-        .map_err(fail("committing"))?;
-    let diffstat = Some(stat.stdout.trim().to_string()).filter(|s| !s.is_empty());
+    let files = committing(sandbox, dir, &["diff", "--name-only", &range]).await?;
+    let changed_files = files.lines().map(str::to_string).collect();
+    let stat = committing(sandbox, dir, &["diff", "--shortstat", &range]).await?;
+    let diffstat = Some(stat).filter(|s| !s.is_empty());
 
-    let header = BTreeMap::from([
-        ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
-        (
-            "GIT_CONFIG_KEY_0".to_string(),
-            "http.extraHeader".to_string(),
-        ),
-        (
-            "GIT_CONFIG_VALUE_0".to_string(),
-            format!("Authorization: Bearer {git_token}"),
-        ),
-    ]);
     let refspec = format!("HEAD:refs/heads/{branch}");
-    git(sandbox, dir, &["push", "-q", "origin", &refspec], header)
-        .await
-        .map_err(fail("pushing"))?;
+    git(
+        sandbox,
+        dir,
+        &["push", "-q", "origin", &refspec],
+        auth_env(git_token),
+    )
+    .await
+    .map_err(fail("pushing"))?;
 
     Ok(Some(Pushed {
         branch,

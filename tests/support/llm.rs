@@ -231,24 +231,30 @@ async fn messages(
     match resolve(&scenario, step).await {
         Reply::Tool(name, input) => stream(&state, vec![Block::Tool(name, input)], "tool_use"),
         Reply::Text(text) => stream(&state, vec![Block::Text(text)], "end_turn"),
-        Reply::Fail(status) => {
-            let error = json!({"type": "error", "error": {"type": "api_error", "message": "scripted provider failure"}});
-            let mut response = (
-                StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-                axum::Json(error),
-            )
-                .into_response();
-            response
-                .headers_mut()
-                .insert("retry-after-ms", "20".parse().expect("header value"));
-            response
-        }
+        Reply::Fail(status) => failure(
+            status,
+            json!({"type": "error", "error": {"type": "api_error", "message": "scripted provider failure"}}),
+        ),
         Reply::After(..) => stream(
             &state,
             vec![Block::Text("unexpected script step".into())],
             "end_turn",
         ),
     }
+}
+
+/// A scripted provider error in the API's own shape, with a `retry-after-ms` hint so
+/// OpenCode's retries are quick.
+fn failure(status: u16, error: Value) -> Response {
+    let mut response = (
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        axum::Json(error),
+    )
+        .into_response();
+    response
+        .headers_mut()
+        .insert("retry-after-ms", "20".parse().expect("header value"));
+    response
 }
 
 /// The script's reply, after any delay it asks for.
@@ -309,19 +315,10 @@ async fn chat_completions(
     }
     let (scenario, step) = record(&state, &messages, api_key, model.clone());
     match resolve(&scenario, step).await {
-        Reply::Fail(status) => {
-            let error =
-                json!({"error": {"message": "scripted provider failure", "type": "server_error"}});
-            let mut response = (
-                StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-                axum::Json(error),
-            )
-                .into_response();
-            response
-                .headers_mut()
-                .insert("retry-after-ms", "20".parse().expect("header value"));
-            response
-        }
+        Reply::Fail(status) => failure(
+            status,
+            json!({"error": {"message": "scripted provider failure", "type": "server_error"}}),
+        ),
         reply => chat_stream(&state, &model, reply),
     }
 }
