@@ -9,6 +9,7 @@ use handoff_wire::{EgressEntry, SandboxSpec, Verdict};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,6 +52,7 @@ impl Log {
             if let Ok(mut f) = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(&self.file)
             {
                 let _ = writeln!(f, "{line}");

@@ -39,6 +39,9 @@ impl ApiError {
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Unavailable, message)
     }
+    pub fn isolation_unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::IsolationUnavailable, message)
+    }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Internal, message)
     }

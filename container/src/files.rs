@@ -4,6 +4,7 @@
 //! points out of it is refused by the kernel rather than followed. Functions are blocking;
 //! callers run them off the async runtime.
 
+use crate::beneath::{self, Links};
 use crate::error::{ApiError, Result};
 use base64::Engine;
 use handoff_wire::{
@@ -13,7 +14,7 @@ use handoff_wire::{
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
@@ -69,51 +70,13 @@ pub fn resolve(path: &str) -> Result<Resolved> {
     Ok(Resolved { relative, display })
 }
 
-/// `openat2(dir, rel, flags, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`.
 fn openat_beneath(dir: &OwnedFd, rel: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
-    let rel = if rel.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        rel
-    };
-    let c = CString::new(rel.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
-    // SAFETY: open_how is plain data; zeroed is a valid starting value.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (flags | libc::O_CLOEXEC) as u64;
-    how.mode = if flags & libc::O_CREAT != 0 {
-        mode as u64
-    } else {
-        0
-    };
-    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
-    // SAFETY: valid pointers and size for the openat2 system call.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if fd < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        // SAFETY: the kernel returned a new, owned descriptor.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-    }
+    beneath::open(dir, rel, flags, mode, Links::Inside)
 }
 
 fn open_home(home: &Path) -> Result<OwnedFd> {
-    let file = File::options()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_PATH)
-        .open(home)
-        .map_err(|e| ApiError::internal(format!("workspace missing: {e}")))?;
-    Ok(file.into())
+    beneath::open_dir(home).map_err(|e| ApiError::internal(format!("workspace missing: {e}")))
 }
-
-use std::os::unix::fs::OpenOptionsExt;
 
 /// Maps a resolution error to what the caller should hear.
 fn explain(e: io::Error, r: &Resolved) -> ApiError {
@@ -139,10 +102,7 @@ fn open(home: &Path, r: &Resolved, flags: i32) -> Result<OwnedFd> {
     openat_beneath(&home, &r.relative, flags, 0).map_err(|e| explain(e, r))
 }
 
-/// A `/proc/self/fd/N` path for an open directory, for std APIs that take paths.
-fn fd_path(fd: &OwnedFd) -> PathBuf {
-    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-}
+use beneath::fd_path;
 
 pub fn require_dir(home: &Path, r: &Resolved) -> Result<()> {
     open(home, r, libc::O_PATH | libc::O_DIRECTORY)
@@ -151,7 +111,8 @@ pub fn require_dir(home: &Path, r: &Resolved) -> Result<()> {
 }
 
 pub fn read(home: &Path, r: &Resolved, encoding: Encoding) -> Result<FileContent> {
-    let fd = open(home, r, libc::O_RDONLY)?;
+    // Non-blocking, so a FIFO (or a device) is refused below instead of waiting for a writer.
+    let fd = open(home, r, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY)?;
     let mut file = File::from(fd);
     let meta = file.metadata()?;
     if meta.is_dir() {
@@ -197,8 +158,9 @@ pub fn read(home: &Path, r: &Resolved, encoding: Encoding) -> Result<FileContent
     })
 }
 
-/// Creates every missing directory of `r` (like `mkdir -p`) and returns the last one.
-fn mkdir_all(home: &Path, r: &Resolved) -> Result<OwnedFd> {
+/// Creates every missing directory of `r` (like `mkdir -p`, owned by `owner`) and returns the
+/// last one.
+fn mkdir_all(home: &Path, owner: Option<u32>, r: &Resolved) -> Result<OwnedFd> {
     let root = open_home(home)?;
     let mut prefix = PathBuf::new();
     let mut current = openat_beneath(&root, Path::new(""), libc::O_PATH | libc::O_DIRECTORY, 0)
@@ -218,6 +180,8 @@ fn mkdir_all(home: &Path, r: &Resolved) -> Result<OwnedFd> {
                     if err.raw_os_error() != Some(libc::EEXIST) {
                         return Err(explain(err, r));
                     }
+                } else if let Some(uid) = owner {
+                    beneath::chown_at(&current, part.as_os_str(), uid)?;
                 }
                 openat_beneath(&root, &prefix, flags, 0).map_err(|e| explain(e, r))?
             }
@@ -227,16 +191,17 @@ fn mkdir_all(home: &Path, r: &Resolved) -> Result<OwnedFd> {
     Ok(current)
 }
 
-pub fn mkdir(home: &Path, r: &Resolved) -> Result<FileWritten> {
-    mkdir_all(home, r)?;
+pub fn mkdir(home: &Path, owner: Option<u32>, r: &Resolved) -> Result<FileWritten> {
+    mkdir_all(home, owner, r)?;
     Ok(FileWritten {
         path: r.display.clone(),
         size: 0,
     })
 }
 
-/// Writes a whole file atomically (temporary file, then rename), creating parent directories.
-pub fn write(home: &Path, r: &Resolved, bytes: &[u8]) -> Result<FileWritten> {
+/// Writes a whole file atomically (temporary file, then rename), creating parent directories;
+/// new files and directories belong to `owner`.
+pub fn write(home: &Path, owner: Option<u32>, r: &Resolved, bytes: &[u8]) -> Result<FileWritten> {
     if bytes.len() as u64 > WRITE_CAP {
         return Err(write_too_large(bytes.len() as u64));
     }
@@ -253,7 +218,7 @@ pub fn write(home: &Path, r: &Resolved, bytes: &[u8]) -> Result<FileWritten> {
             .unwrap_or_default(),
         display: r.display.clone(),
     };
-    let dir = mkdir_all(home, &parent)?;
+    let dir = mkdir_all(home, owner, &parent)?;
     let tmp_name = format!(".handoff-write-{}-{}", std::process::id(), unique());
     let tmp = openat_beneath(
         &dir,
@@ -263,6 +228,9 @@ pub fn write(home: &Path, r: &Resolved, bytes: &[u8]) -> Result<FileWritten> {
     )
     .map_err(|e| explain(e, r))?;
     let mut file = File::from(tmp);
+    if let Some(uid) = owner {
+        std::os::unix::fs::fchown(&file, Some(uid), Some(uid))?;
+    }
     let written = file.write_all(bytes).and_then(|_| file.flush());
     let tmp_c = CString::new(tmp_name.as_bytes()).map_err(|_| ApiError::internal("tmp name"))?;
     let name_c =
@@ -430,12 +398,16 @@ pub fn zip_dir(home: &Path, r: &Resolved) -> Result<Vec<u8>> {
                 if meta.len() > ZIP_CAP * 4 {
                     return Err(too_large());
                 }
-                let Ok(fd) = openat_beneath(&dir, &rel_child, libc::O_RDONLY | libc::O_NOFOLLOW, 0)
-                else {
+                let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY;
+                let Ok(fd) = openat_beneath(&dir, &rel_child, flags, 0) else {
                     continue;
                 };
-                writer.start_file(zip_name, options).map_err(zip_error)?;
                 let mut file = File::from(fd);
+                // Swapped for a FIFO or device since the listing: skip it, never block on it.
+                if !file.metadata().is_ok_and(|m| m.is_file()) {
+                    continue;
+                }
+                writer.start_file(zip_name, options).map_err(zip_error)?;
                 io::copy(&mut Read::by_ref(&mut file).take(ZIP_CAP * 4), &mut writer)?;
                 if written.get() > ZIP_CAP {
                     return Err(too_large());
@@ -515,7 +487,7 @@ mod tests {
         let home = dir.join("home");
         let r = resolve("deep/er/file.bin").unwrap();
         let bytes: Vec<u8> = (0..=255u8).collect();
-        write(&home, &r, &bytes).unwrap();
+        write(&home, None, &r, &bytes).unwrap();
         let back = read(&home, &r, Encoding::Base64).unwrap();
         assert_eq!(
             base64::engine::general_purpose::STANDARD
@@ -539,7 +511,7 @@ mod tests {
             let err = read(&home, &resolve(path).unwrap(), Encoding::Text).unwrap_err();
             assert!(err.message.contains("outside"), "{path}: {}", err.message);
         }
-        let err = write(&home, &resolve("escape-dir/new").unwrap(), b"x").unwrap_err();
+        let err = write(&home, None, &resolve("escape-dir/new").unwrap(), b"x").unwrap_err();
         assert!(err.message.contains("outside"), "{}", err.message);
         assert!(!dir.join("new").exists());
         std::os::unix::fs::symlink("deep/er/file.bin", home.join("inner")).unwrap();
@@ -557,6 +529,20 @@ mod tests {
     }
 
     #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = temp_home("fifo");
+        let home = dir.join("home");
+        let path = std::ffi::CString::new(home.join("pipe").to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
+        let err = read(&home, &resolve("pipe").unwrap(), Encoding::Text).unwrap_err();
+        assert!(err.message.contains("not a regular file"), "{}", err.message);
+        let zip = zip_dir(&home, &resolve("").unwrap());
+        assert!(zip.is_ok(), "the ZIP skips the FIFO instead of blocking on it");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn caps_are_enforced() {
         let dir = temp_home("caps");
         let home = dir.join("home");
@@ -567,6 +553,7 @@ mod tests {
         assert!(err.message.contains("1 MiB"));
         let err = write(
             &home,
+            None,
             &resolve("x").unwrap(),
             &vec![0; WRITE_CAP as usize + 1],
         )

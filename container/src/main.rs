@@ -5,6 +5,7 @@
 //! the Worker chooses and authenticated by tokens the Worker mints.
 
 mod auth;
+mod beneath;
 mod egress;
 mod error;
 mod exec;
@@ -16,24 +17,35 @@ mod processes;
 mod routes;
 mod sandbox;
 mod snapshot;
+mod tree;
 
 use handoff_wire::Limits;
 use sandbox::cgroup::Cgroups;
+use sandbox::isolation::Wanted;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 const USAGE: &str = "\
-usage: handoff-sandboxd [--listen ADDR] [--root DIR] [--isolation auto|namespaces|none]
-                        [--tools-dir DIR] [--memory-mb N] [--pids N] [--cpu-millis N]
+usage: handoff-sandboxd [--listen ADDR] [--root DIR] [--isolation auto|namespaces|container]
+                        [--bwrap PATH] [--uid-base N] [--tools-dir DIR]
+                        [--memory-mb N] [--pids N] [--cpu-millis N]
+                        [--dangerously-skip-isolation]
 
   --listen      address to serve the API on (default 127.0.0.1:3000)
   --root        directory that holds the sandboxes (default ./sandboxes)
-  --isolation   auto (default): namespaces when bubblewrap works, else none, said loudly;
-                namespaces: refuse to start without them; none: plain directories
+  --isolation   auto (default): namespaces (bubblewrap, as root); without them the daemon
+                starts but runs no sandbox and says what is missing;
+                namespaces: refuse to start without them;
+                container: namespaces if possible, else the container this daemon runs in is
+                the boundary (processes still unprivileged and seccomp-filtered)
+  --bwrap       absolute path of bubblewrap (default: /usr/bin/bwrap, /usr/local/bin/bwrap)
+  --uid-base    first host user id for sandboxes; sandbox n runs as N + n (default 3000000)
   --tools-dir   a host directory of programs (e.g. opencode) shown read-only at
                 /opt/handoff/bin in every sandbox, first on PATH
   --memory-mb, --pids, --cpu-millis   per-sandbox limits (defaults 2048, 1024, 2000)
+  --dangerously-skip-isolation   DEVELOPMENT ONLY: run sandbox commands as plain host
+                processes with the host file system and network in reach
 
 environment:
   SANDBOX_DAEMON_SECRET   shared with the Worker, at least 32 characters (required)
@@ -43,7 +55,9 @@ struct Config {
     listen: String,
     root: PathBuf,
     tools: Option<PathBuf>,
-    isolation: String,
+    isolation: Wanted,
+    bwrap: Option<PathBuf>,
+    uid_base: u32,
     limits: Limits,
     secret: String,
 }
@@ -53,7 +67,9 @@ fn parse() -> Result<Config, String> {
         listen: "127.0.0.1:3000".into(),
         root: PathBuf::from("sandboxes"),
         tools: None,
-        isolation: "auto".into(),
+        isolation: Wanted::Auto,
+        bwrap: None,
+        uid_base: 3_000_000,
         limits: Limits {
             memory_bytes: Some(2048 * 1024 * 1024),
             pids: Some(1024),
@@ -66,6 +82,10 @@ fn parse() -> Result<Config, String> {
         if flag == "--help" || flag == "-h" {
             return Err(USAGE.into());
         }
+        if flag == "--dangerously-skip-isolation" {
+            config.isolation = Wanted::Dangerous;
+            continue;
+        }
         let value = args
             .next()
             .ok_or_else(|| format!("{flag} needs a value\n\n{USAGE}"))?;
@@ -77,7 +97,32 @@ fn parse() -> Result<Config, String> {
         match flag.as_str() {
             "--listen" => config.listen = value.clone(),
             "--root" => config.root = PathBuf::from(&value),
-            "--isolation" => config.isolation = value.clone(),
+            "--isolation" if config.isolation == Wanted::Dangerous => {}
+            "--isolation" => {
+                config.isolation = match value.as_str() {
+                    "auto" => Wanted::Auto,
+                    "namespaces" => Wanted::Namespaces,
+                    "container" => Wanted::Container,
+                    "none" => {
+                        return Err("--isolation none is gone: sandboxes without isolation \
+                                    are for development only; say so with \
+                                    --dangerously-skip-isolation"
+                            .into())
+                    }
+                    _ => {
+                        return Err(format!(
+                            "--isolation must be auto, namespaces or container\n\n{USAGE}"
+                        ))
+                    }
+                }
+            }
+            "--bwrap" => config.bwrap = Some(PathBuf::from(&value)),
+            "--uid-base" => {
+                config.uid_base = u32::try_from(number()?)
+                    .ok()
+                    .filter(|&b| (1000..=4_000_000_000).contains(&b))
+                    .ok_or_else(|| "--uid-base must be between 1000 and 4000000000".to_string())?
+            }
             "--tools-dir" => config.tools = Some(PathBuf::from(&value)),
             "--memory-mb" => config.limits.memory_bytes = Some(number()? * 1024 * 1024),
             "--pids" => config.limits.pids = Some(number()?),
@@ -87,11 +132,6 @@ fn parse() -> Result<Config, String> {
     }
     if config.secret.len() < 32 {
         return Err("SANDBOX_DAEMON_SECRET must be set to at least 32 characters (the Worker holds the same value)".into());
-    }
-    if !["auto", "namespaces", "none"].contains(&config.isolation.as_str()) {
-        return Err(format!(
-            "--isolation must be auto, namespaces or none\n\n{USAGE}"
-        ));
     }
     Ok(config)
 }
@@ -115,15 +155,13 @@ async fn run() -> Result<(), String> {
         .root
         .canonicalize()
         .map_err(|e| format!("{}: {e}", config.root.display()))?;
-    let host = match config.isolation.as_str() {
-        "none" => sandbox::isolation::detect(&root, false)
-            .await
-            .map(|mut h| {
-                h.mode = sandbox::isolation::Mode::None;
-                h
-            })?,
-        mode => sandbox::isolation::detect(&root, mode == "namespaces").await?,
-    };
+    let host = sandbox::isolation::detect(
+        &root,
+        config.isolation,
+        config.bwrap.as_deref(),
+        sandbox::Registry::probe_uid(config.uid_base),
+    )
+    .await?;
     let cgroups = Cgroups::detect(config.limits.clone());
     let tools = match &config.tools {
         Some(dir) => Some(
@@ -132,7 +170,7 @@ async fn run() -> Result<(), String> {
         ),
         None => None,
     };
-    let registry = sandbox::Registry::open(root.clone(), tools, host, cgroups)
+    let registry = sandbox::Registry::open(root.clone(), tools, host, cgroups, config.uid_base)
         .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
     let isolation = registry.isolation();
     let verifier = auth::Verifier::new(config.secret.as_bytes())?;

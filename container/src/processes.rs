@@ -134,6 +134,10 @@ pub async fn start(
     let running = registry.ensure_running(sandbox).await?;
     let id = table.next.fetch_add(1, Ordering::SeqCst);
     std::fs::create_dir_all(&table.logs)?;
+    std::fs::set_permissions(
+        &table.logs,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )?;
     let (out_path, err_path) = table.log_paths(id);
     let mut cmd = sandbox.command(&running, &argv, &cwd, &req.env)?;
     cmd.stdin(Stdio::null())

@@ -178,7 +178,10 @@ async fn get_snapshot(
     headers: HeaderMap,
 ) -> Result<Response> {
     let sandbox = authorize(&app, &headers, &id)?;
-    let _shared = sandbox.gate.read().await;
+    // Nothing may run while the workspace is packed: a process racing the walk could
+    // otherwise swap a directory for a link out of the workspace.
+    let _exclusive = sandbox.gate.write().await;
+    sandbox.halt().await;
     let exported = sandbox.clone();
     let (path, size) = blocking(move || snapshot::export(&exported)).await?;
     let file = tokio::fs::File::open(&path).await?;
@@ -201,7 +204,13 @@ async fn put_snapshot(
 ) -> Result<impl IntoResponse> {
     let sandbox = authorize(&app, &headers, &id)?;
     let path = snapshot::incoming_path(&sandbox);
-    let mut file = tokio::fs::File::create(&path).await?;
+    let mut file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .await?;
     let mut stream = body.into_data_stream();
     let mut size = 0u64;
     while let Some(chunk) = stream.next().await {
@@ -349,9 +358,9 @@ async fn write_file(
         bytes.extend_from_slice(&chunk);
     }
     let _shared = sandbox.gate.read().await;
-    let home = sandbox.home.clone();
+    let (home, owner) = (sandbox.home.clone(), sandbox.owner());
     Ok(Json(
-        blocking(move || files::write(&home, &resolved, &bytes)).await?,
+        blocking(move || files::write(&home, owner, &resolved, &bytes)).await?,
     ))
 }
 
@@ -394,9 +403,9 @@ async fn mkdir(
     let sandbox = authorize(&app, &headers, &id)?;
     let resolved = files::resolve(param(&params, "path")?)?;
     let _shared = sandbox.gate.read().await;
-    let home = sandbox.home.clone();
+    let (home, owner) = (sandbox.home.clone(), sandbox.owner());
     Ok(Json(
-        blocking(move || files::mkdir(&home, &resolved)).await?,
+        blocking(move || files::mkdir(&home, owner, &resolved)).await?,
     ))
 }
 

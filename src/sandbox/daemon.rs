@@ -436,6 +436,7 @@ async fn daemon_error_from(mut response: Response) -> Error {
         ErrorCode::Unavailable | ErrorCode::Unauthorized | ErrorCode::Timeout => {
             ErrorKind::Unavailable
         }
+        ErrorCode::IsolationUnavailable => ErrorKind::NotConfigured,
         ErrorCode::Internal => ErrorKind::Internal,
     };
     Error::new(kind, body.message)

@@ -11,6 +11,7 @@ mod oauth;
 mod protocol;
 mod runs;
 mod sandboxes;
+mod security;
 mod tools_list;
 
 use handoff_tests::worker;

@@ -13,15 +13,23 @@ pub struct Daemon {
     pub port: u16,
     dir: PathBuf,
     child: Option<Child>,
+    /// Isolation options (default: namespaces required).
+    isolation: Vec<String>,
 }
 
 impl Daemon {
     pub fn start() -> Daemon {
+        Self::start_with(&["--isolation", "namespaces"])
+    }
+
+    /// A daemon started with these isolation options instead of the default.
+    pub fn start_with(isolation: &[&str]) -> Daemon {
         let dir = crate::scratch_dir("daemon");
         let mut daemon = Daemon {
             port: free_port(),
             dir,
             child: None,
+            isolation: isolation.iter().map(|s| s.to_string()).collect(),
         };
         daemon.spawn();
         daemon
@@ -60,8 +68,7 @@ impl Daemon {
             .arg(format!("127.0.0.1:{}", self.port))
             .arg("--root")
             .arg(self.sandboxes())
-            .arg("--isolation")
-            .arg("namespaces")
+            .args(&self.isolation)
             .args(tools_dir())
             .env("SANDBOX_DAEMON_SECRET", DAEMON_SECRET)
             .stdin(Stdio::null())

@@ -26,10 +26,14 @@ pub struct RunStack {
 impl RunStack {
     /// Starts every part; `extra` adds or overrides Worker variables.
     pub fn start(extra: &[(&str, &str)]) -> RunStack {
+        Self::with_daemon(Daemon::start(), extra)
+    }
+
+    /// Starts every part around `daemon`.
+    pub fn with_daemon(daemon: Daemon, extra: &[(&str, &str)]) -> RunStack {
         let root = crate::scratch_dir("forge");
         let forge = Forge::start(root, CANARY_GITHUB_TOKEN);
         let llm = ScriptedLlm::start_with(CANARY_ANTHROPIC_KEY, CANARY_OPENAI_KEY);
-        let daemon = Daemon::start();
         let mut options = WorkerOptions::default()
             .daemon(&daemon)
             .var("PROXY_JWT_SECRET", PROXY_SECRET)

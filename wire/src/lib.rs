@@ -6,7 +6,8 @@
 //! - `PUT  /v1/sandboxes/{id}` [`SandboxSpec`] → [`SandboxState`] (create or update; idempotent)
 //! - `GET  /v1/sandboxes/{id}` → [`SandboxState`]; `DELETE` removes it and its files
 //! - `POST /v1/sandboxes/{id}/stop` → [`SandboxState`] (processes stopped, files kept)
-//! - `GET  /v1/sandboxes/{id}/snapshot` → tar.gz of the workspace; `PUT` restores one
+//! - `GET  /v1/sandboxes/{id}/snapshot` → tar.gz of the workspace (the sandbox is stopped first);
+//!   `PUT` restores one
 //! - `POST /v1/sandboxes/{id}/exec` [`ExecRequest`] → [`ExecResult`]
 //! - `POST /v1/sandboxes/{id}/exec/stream` [`ExecRequest`] → NDJSON of [`ExecEvent`]
 //! - `POST /v1/sandboxes/{id}/processes` [`StartProcess`] → [`ProcessInfo`]; `GET` lists them
@@ -78,8 +79,10 @@ pub struct Health {
 /// What isolation this host really gives a sandbox; never claims more than it enforces.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Isolation {
-    /// `namespaces` (bubblewrap: own mount, pid, network, ipc, uts and user namespaces) or
-    /// `none` (plain processes in the sandbox directory).
+    /// `namespaces` (bubblewrap: own user, mount, pid, network, ipc, uts and cgroup namespaces;
+    /// processes as uid 1000 without capabilities, seccomp-filtered), `container` (the
+    /// container is the boundary; processes unprivileged and filtered), `unavailable` (the host
+    /// cannot isolate, so nothing runs) or `none` (development only: plain host processes).
     pub level: String,
     /// How the file system looks from inside, e.g. "host /usr and /etc read-only, workspace
     /// read-write, nothing else".
@@ -339,6 +342,9 @@ pub enum ErrorCode {
     Timeout,
     /// Transient: retry with backoff.
     Unavailable,
+    /// The host cannot isolate sandboxes, so it runs none (not transient: the operator must
+    /// install or enable what the message names).
+    IsolationUnavailable,
     Internal,
 }
 
@@ -352,6 +358,7 @@ impl ErrorCode {
             ErrorCode::Conflict => 409,
             ErrorCode::Timeout => 504,
             ErrorCode::Unavailable => 503,
+            ErrorCode::IsolationUnavailable => 501,
             ErrorCode::Internal => 500,
         }
     }
@@ -365,6 +372,7 @@ impl ErrorCode {
             413 => ErrorCode::TooLarge,
             504 => ErrorCode::Timeout,
             502 | 503 => ErrorCode::Unavailable,
+            501 => ErrorCode::IsolationUnavailable,
             _ => ErrorCode::Internal,
         }
     }
@@ -430,6 +438,7 @@ mod tests {
             ErrorCode::TooLarge,
             ErrorCode::Conflict,
             ErrorCode::Unavailable,
+            ErrorCode::IsolationUnavailable,
         ] {
             assert_eq!(ErrorCode::from_status(code.http_status()), code);
         }

@@ -1,9 +1,11 @@
-//! `cargo xtask dev [--port N] [--demo]`: the whole stack on this machine. Builds the Worker and
-//! the sandbox daemon, makes sure `.dev.vars` holds local secrets, starts the daemon (with
-//! OpenCode on its tools path) and `wrangler dev` on 127.0.0.1 with persistent state in
-//! `.wrangler/state`, and stops everything on Ctrl-C. `--demo` adds the scripted LLM and a local
-//! forge with a broken repository, so a whole run — task in, pull request out — works with no
-//! keys at all.
+//! `cargo xtask dev [--port N] [--demo] [--dangerously-skip-isolation]`: the whole stack on this
+//! machine. Builds the Worker and the sandbox daemon, makes sure `.dev.vars` holds local secrets
+//! (mode 0600), starts the daemon (with OpenCode on its tools path) and `wrangler dev` on
+//! 127.0.0.1 with persistent state in `.wrangler/state`, and stops everything on Ctrl-C.
+//! `--demo` adds the scripted LLM and a local forge with a broken repository, so a whole run —
+//! task in, pull request out — works with no keys at all. The daemon isolates sandboxes with
+//! bubblewrap and needs root for it; without root it runs no sandbox and says so, unless
+//! `--dangerously-skip-isolation` (development only) is given.
 
 use crate::proc::{self, Server};
 use crate::{root, setup, worker, Result};
@@ -18,6 +20,7 @@ const DEFAULT_PORT: u16 = 8787;
 struct Options {
     port: u16,
     demo: bool,
+    skip_isolation: bool,
 }
 
 pub fn run(args: &[String]) -> Result {
@@ -68,6 +71,15 @@ fn start_all(
         .arg("--tools-dir")
         .arg(root().join("node_modules/opencode-linux-x64/bin"))
         .env("SANDBOX_DAEMON_SECRET", &secrets.daemon);
+    if options.skip_isolation {
+        daemon_cmd.arg("--dangerously-skip-isolation");
+    } else if !crate::setup::is_root() {
+        println!(
+            "xtask: WARNING: not running as root, so the sandbox daemon cannot isolate sandboxes and \
+             will run none (sandbox tools and runs fail with a message). Run as root (sudo), or for \
+             development only pass --dangerously-skip-isolation."
+        );
+    }
     servers.push(Server::spawn("the sandbox daemon", &mut daemon_cmd)?);
     proc::wait_for_http(
         daemon_port,
@@ -165,11 +177,13 @@ fn parse(args: &[String]) -> Result<Options> {
     let mut options = Options {
         port: DEFAULT_PORT,
         demo: false,
+        skip_isolation: false,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--demo" => options.demo = true,
+            "--dangerously-skip-isolation" => options.skip_isolation = true,
             "--port" => {
                 let value = args.next().ok_or("--port needs a number")?;
                 options.port = value
@@ -178,7 +192,8 @@ fn parse(args: &[String]) -> Result<Options> {
             }
             other => {
                 return Err(format!(
-                    "unknown option {other:?}; usage: cargo xtask dev [--port N] [--demo]"
+                    "unknown option {other:?}; usage: cargo xtask dev [--port N] [--demo] \
+                     [--dangerously-skip-isolation]"
                 ))
             }
         }
@@ -216,8 +231,8 @@ fn ensure_dev_vars() -> Result<Secrets> {
             added.push(key);
         }
     }
-    if !added.is_empty() {
-        std::fs::write(&path, &text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    if !added.is_empty() || !private(&path) {
+        write_private(&path, &text).map_err(|e| format!("writing {}: {e}", path.display()))?;
         println!(
             "xtask: wrote local secrets to .dev.vars ({})",
             added.join(", ")
@@ -233,6 +248,26 @@ fn ensure_dev_vars() -> Result<Secrets> {
         daemon: value_of(&text, "SANDBOX_DAEMON_SECRET").unwrap_or_default(),
         passphrase: value_of(&text, "HANDOFF_OWNER_PASSPHRASE").unwrap_or_default(),
     })
+}
+
+/// Whether only the owner can read `path`.
+fn private(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
+}
+
+/// Writes `text` to `path` readable and writable by its owner only (also when it existed).
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(text.as_bytes())
 }
 
 fn value_of(text: &str, key: &str) -> Option<String> {

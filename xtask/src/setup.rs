@@ -152,12 +152,10 @@ fn ensure_debian_packages() -> Result {
     if missing.is_empty() {
         return Ok(());
     }
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
+    if !is_root() {
         println!(
             "xtask: missing Debian packages: {} — install them with `sudo apt-get install -y {}`; \
-             without bubblewrap the sandbox daemon runs sandboxes without isolation and says so",
+             without bubblewrap the sandbox daemon runs no sandboxes and says what is missing",
             missing.join(", "),
             missing.join(" ")
         );
@@ -178,6 +176,12 @@ fn ensure_debian_packages() -> Result {
         )?;
     }
     Ok(())
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
 }
 
 fn installed_npm_version(modules: &Path, name: &str) -> Option<String> {

@@ -1,21 +1,31 @@
-//! Sandboxes: a directory each (`<root>/<id>/home` is the workspace), a persisted spec, and —
-//! while running — an isolated init, a cgroup and an egress proxy. The registry adopts the
-//! directories it finds at start, so a daemon restart keeps every sandbox's files; processes
-//! start again on the next command.
+//! Sandboxes: a directory each (`<root>/<id>/home` is the workspace), a persisted spec and host
+//! user, and — while running — an isolated init, a cgroup and an egress proxy. The registry
+//! adopts the directories it finds at start, so a daemon restart keeps every sandbox's files;
+//! processes start again on the next command.
+//!
+//! Every sandbox has a host user of its own (`--uid-base` + a slot), which owns its workspace
+//! and runs its processes, so no two sandboxes — and no sandbox and the host — share a user.
+//! The sandbox root is `0711` and each sandbox directory `0711` with a `0700` workspace: the
+//! sandbox's user can reach its own workspace and nothing else there.
 
 pub mod cgroup;
+pub mod confine;
 pub mod isolation;
+pub mod seccomp;
 
 use crate::egress;
 use crate::error::{ApiError, Result};
 use crate::files::{self, Resolved};
 use crate::netns;
 use crate::processes;
+use crate::tree;
 use cgroup::{Cgroups, SandboxCgroup};
+use confine::{Confinement, Credentials, Namespaces};
 use handoff_wire::{Isolation, SandboxSpec, SandboxState, SandboxStatus, WORKSPACE};
-use isolation::{HostIsolation, Init, Mode, CD_AND_EXEC, PROXY_PORT, SANDBOX_PATH};
+use isolation::{HostIsolation, Init, Mode, PROXY_PORT, SANDBOX_PATH, SANDBOX_USER};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::process::Command;
@@ -30,6 +40,8 @@ pub struct Registry {
     host: HostIsolation,
     cgroups: Option<Cgroups>,
     etc: Vec<PathBuf>,
+    /// Host user of slot 0 (kept for the start-up probe); sandbox `n` gets `uid_base + n`.
+    uid_base: u32,
     sandboxes: Mutex<HashMap<String, Arc<Sandbox>>>,
 }
 
@@ -37,6 +49,9 @@ pub struct Registry {
 struct Meta {
     created_at: i64,
     spec: SandboxSpec,
+    /// The sandbox's host user (absent in directories made before users existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    uid: Option<u32>,
 }
 
 pub struct Sandbox {
@@ -52,6 +67,9 @@ pub struct Sandbox {
     pub egress: egress::Log,
     isolation: Isolation,
     tools: Option<PathBuf>,
+    /// The host user that owns the workspace and runs the processes.
+    pub uid: u32,
+    seccomp: Arc<seccomp::Programs>,
 }
 
 struct Runtime {
@@ -63,9 +81,20 @@ struct Runtime {
 /// What a command needs to run inside a started sandbox.
 #[derive(Clone)]
 pub struct Running {
-    /// The pid whose namespaces commands enter (`None` without namespaces).
+    /// The pid of the sandbox's init (`None` without namespaces).
     pub pid: Option<u32>,
+    namespaces: Option<Arc<Namespaces>>,
     cgroup: Option<SandboxCgroup>,
+}
+
+/// Whether the daemon runs as root (and so can hand files and processes to sandbox users).
+pub fn privileged() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
 impl Registry {
@@ -74,14 +103,18 @@ impl Registry {
         tools: Option<PathBuf>,
         host: HostIsolation,
         cgroups: Option<Cgroups>,
+        uid_base: u32,
     ) -> std::io::Result<Registry> {
         std::fs::create_dir_all(&root)?;
+        // Sandbox users must reach their own workspace (and only that) below the root.
+        set_mode(&root, 0o711)?;
         let registry = Registry {
             root,
             tools,
             host,
             cgroups,
             etc: isolation::etc_files(),
+            uid_base,
             sandboxes: Mutex::new(HashMap::new()),
         };
         for entry in std::fs::read_dir(&registry.root)?.flatten() {
@@ -92,12 +125,45 @@ impl Registry {
             let meta = std::fs::read_to_string(entry.path().join(META_FILE))
                 .ok()
                 .and_then(|text| serde_json::from_str::<Meta>(&text).ok());
-            if let Some(meta) = meta {
+            if let Some(mut meta) = meta {
+                if meta.uid.is_none() {
+                    // Made before sandboxes had users of their own: hand it to a new one.
+                    let uid = registry.free_uid();
+                    registry.prepare_dirs(&entry.path(), uid)?;
+                    meta.uid = Some(uid);
+                    write_meta(&entry.path(), &meta)?;
+                }
                 let sandbox = registry.make(&id, meta);
                 registry.lock().insert(id, sandbox);
             }
         }
         Ok(registry)
+    }
+
+    /// The lowest host user no sandbox has.
+    fn free_uid(&self) -> u32 {
+        let taken: std::collections::HashSet<u32> = self.lock().values().map(|s| s.uid).collect();
+        (self.uid_base + 1..)
+            .find(|uid| !taken.contains(uid))
+            .unwrap_or(self.uid_base + 1)
+    }
+
+    /// The host user of the start-up probe.
+    pub fn probe_uid(uid_base: u32) -> u32 {
+        uid_base
+    }
+
+    /// Modes and owners of a sandbox directory: `0711` root's, the workspace `0700` the
+    /// sandbox user's (with everything in it), the daemon's own files `0600`.
+    fn prepare_dirs(&self, dir: &Path, uid: u32) -> std::io::Result<()> {
+        let home = dir.join("home");
+        std::fs::create_dir_all(&home)?;
+        set_mode(dir, 0o711)?;
+        set_mode(&home, 0o700)?;
+        if privileged() {
+            tree::chown_all(&home, uid)?;
+        }
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Sandbox>>> {
@@ -131,10 +197,12 @@ impl Registry {
             tools: self.tools.clone(),
             dir,
             mode: self.host.mode,
+            uid: meta.uid.unwrap_or(self.uid_base),
             meta: Mutex::new(meta),
             runtime: AsyncMutex::new(None),
             gate: Arc::new(RwLock::new(())),
             isolation: self.isolation(),
+            seccomp: self.host.seccomp.clone(),
         })
     }
 
@@ -162,20 +230,23 @@ impl Registry {
     pub fn put(&self, id: &str, spec: SandboxSpec) -> Result<Arc<Sandbox>> {
         check_id(id)?;
         check_spec(&spec)?;
+        self.host
+            .usable()
+            .map_err(ApiError::isolation_unavailable)?;
         if let Ok(existing) = self.get(id) {
             existing.set_spec(spec)?;
             return Ok(existing);
         }
+        let uid = self.free_uid();
         let meta = Meta {
             created_at: now_ms(),
             spec,
+            uid: Some(uid),
         };
         let dir = self.root.join(id);
-        std::fs::create_dir_all(dir.join("home"))?;
-        std::fs::write(
-            dir.join(META_FILE),
-            serde_json::to_vec(&meta).map_err(json_error)?,
-        )?;
+        std::fs::create_dir_all(&dir)?;
+        self.prepare_dirs(&dir, uid)?;
+        write_meta(&dir, &meta)?;
         let sandbox = self.make(id, meta);
         let mut map = self.lock();
         Ok(map.entry(id.to_string()).or_insert(sandbox).clone())
@@ -197,12 +268,16 @@ impl Registry {
 
     /// Starts the sandbox's init, cgroup and egress proxy if they are not running.
     pub async fn ensure_running(&self, sandbox: &Arc<Sandbox>) -> Result<Running> {
+        self.host
+            .usable()
+            .map_err(ApiError::isolation_unavailable)?;
         let mut runtime = sandbox.runtime.lock().await;
         if let Some(rt) = runtime.as_mut() {
             let alive = rt.init.as_mut().is_none_or(Init::alive);
             if alive {
                 return Ok(Running {
                     pid: rt.init.as_ref().map(|i| i.pid),
+                    namespaces: rt.init.as_ref().map(|i| i.namespaces.clone()),
                     cgroup: rt.cgroup.clone(),
                 });
             }
@@ -214,23 +289,29 @@ impl Registry {
         };
         let (init, proxy) = match sandbox.mode {
             Mode::Namespaces => {
-                let init = isolation::start_init(
-                    &sandbox.home,
-                    &self.etc,
-                    self.tools.as_deref(),
-                    cgroup.clone(),
-                )
-                .await
-                .map_err(|e| ApiError::unavailable(format!("could not start the sandbox: {e}")))?;
+                let spec = self
+                    .host
+                    .init_spec(
+                        &sandbox.home,
+                        &self.etc,
+                        self.tools.as_deref(),
+                        cgroup.clone(),
+                        sandbox.uid,
+                    )
+                    .ok_or_else(|| ApiError::internal("namespaces without bubblewrap"))?;
+                let init = isolation::start_init(&spec).await.map_err(|e| {
+                    ApiError::unavailable(format!("could not start the sandbox: {e}"))
+                })?;
                 let listener = netns::listen(Some(init.pid), PROXY_PORT)
                     .map_err(|e| ApiError::internal(format!("egress proxy: {e}")))?;
                 let proxy = egress::spawn(sandbox.clone(), listener)?;
                 (Some(init), Some(proxy))
             }
-            Mode::None => (None, None),
+            Mode::Container | Mode::None | Mode::Unavailable => (None, None),
         };
         let running = Running {
             pid: init.as_ref().map(|i| i.pid),
+            namespaces: init.as_ref().map(|i| i.namespaces.clone()),
             cgroup: cgroup.clone(),
         };
         *runtime = Some(Runtime {
@@ -254,11 +335,13 @@ impl Sandbox {
     fn set_spec(&self, spec: SandboxSpec) -> Result<()> {
         let mut meta = self.meta.lock().unwrap_or_else(|p| p.into_inner());
         meta.spec = spec;
-        std::fs::write(
-            self.dir.join(META_FILE),
-            serde_json::to_vec(&*meta).map_err(json_error)?,
-        )?;
-        Ok(())
+        Ok(write_meta(&self.dir, &meta)?)
+    }
+
+    /// The owner daemon-written workspace files get (`None` when the daemon cannot give files
+    /// away, i.e. runs unprivileged).
+    pub fn owner(&self) -> Option<u32> {
+        privileged().then_some(self.uid)
     }
 
     pub async fn state(&self) -> SandboxState {
@@ -283,7 +366,7 @@ impl Sandbox {
     pub fn workspace_display(&self) -> String {
         match self.mode {
             Mode::Namespaces => WORKSPACE.to_string(),
-            Mode::None => self.home.display().to_string(),
+            _ => self.home.display().to_string(),
         }
     }
 
@@ -301,7 +384,9 @@ impl Sandbox {
     }
 
     /// A command that runs `argv` in `cwd` (a path inside the workspace) within the sandbox,
-    /// with the sandbox's environment plus `env`, in its own process group and cgroup.
+    /// as its user and under its confinement, with the sandbox's environment plus `env` —
+    /// applied only to the program inside, never to anything on the host — in its own process
+    /// group and cgroup.
     pub fn command(
         &self,
         running: &Running,
@@ -310,34 +395,31 @@ impl Sandbox {
         env: &BTreeMap<String, String>,
     ) -> Result<Command> {
         check_env(env)?;
-        let mut cmd = match (self.mode, running.pid) {
-            (Mode::Namespaces, Some(pid)) => {
-                let mut c = Command::new("nsenter");
-                c.args(isolation::nsenter_args(pid)).arg("/bin/sh");
-                c
+        let (program, args) = argv
+            .split_first()
+            .ok_or_else(|| ApiError::bad_request("argv must name a program"))?;
+        let cwd = self.path_inside(cwd);
+        let (namespaces, credentials) = match (self.mode, &running.namespaces) {
+            (Mode::Namespaces, Some(ns)) => (Some(ns.clone()), Some(SANDBOX_USER)),
+            (Mode::Namespaces | Mode::Unavailable, _) => {
+                return Err(ApiError::internal("the sandbox is not running"))
             }
-            _ => Command::new("/bin/sh"),
+            (Mode::Container | Mode::None, _) => {
+                (None, self.owner().map(|uid| Credentials { uid, gid: uid }))
+            }
         };
-        cmd.arg("-c")
-            .arg(CD_AND_EXEC)
-            .arg("sh")
-            .arg(self.path_inside(cwd))
-            .args(argv)
-            .env_clear()
-            .envs(self.base_env())
+        let confinement = Confinement::prepare(
+            running.cgroup.clone(),
+            namespaces,
+            credentials,
+            Some(self.seccomp.clone()),
+            &cwd,
+        )?;
+        let mut cmd = isolation::confined(program, args, confinement)?;
+        cmd.envs(self.base_env())
             .envs(self.spec().env)
             .envs(env)
-            .kill_on_drop(true)
-            .process_group(0);
-        if let Some(group) = running.cgroup.clone() {
-            // SAFETY: `join_current_process` only makes async-signal-safe system calls.
-            unsafe {
-                cmd.pre_exec(move || {
-                    group.join_current_process();
-                    Ok(())
-                });
-            }
-        }
+            .kill_on_drop(true);
         Ok(cmd)
     }
 
@@ -345,14 +427,14 @@ impl Sandbox {
     pub fn path_inside(&self, resolved: &Resolved) -> String {
         match self.mode {
             Mode::Namespaces => resolved.display.clone(),
-            Mode::None => self.home.join(&resolved.relative).display().to_string(),
+            _ => self.home.join(&resolved.relative).display().to_string(),
         }
     }
 
     fn base_env(&self) -> Vec<(String, String)> {
         let path = match (&self.tools, self.mode) {
             (Some(_), Mode::Namespaces) => format!("{}:{SANDBOX_PATH}", handoff_wire::TOOLS_DIR),
-            (Some(dir), Mode::None) => format!("{}:{SANDBOX_PATH}", dir.display()),
+            (Some(dir), _) => format!("{}:{SANDBOX_PATH}", dir.display()),
             (None, _) => SANDBOX_PATH.to_string(),
         };
         let mut env = vec![
@@ -473,6 +555,20 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-fn json_error(e: serde_json::Error) -> ApiError {
-    ApiError::internal(format!("serializing sandbox state: {e}"))
+/// Writes a sandbox's `sandbox.json` (readable by the daemon only).
+fn write_meta(dir: &Path, meta: &Meta) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let bytes = serde_json::to_vec(meta).map_err(std::io::Error::other)?;
+    let tmp = dir.join(".sandbox.json.tmp");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(&bytes)?;
+    drop(file);
+    std::fs::rename(&tmp, dir.join(META_FILE))?;
+    Ok(())
 }

@@ -1,0 +1,5 @@
+//! The attacks SECURITY.md names, each performed against the real stack, each asserting that
+//! the boundary held and that the legitimate use next to it still works.
+
+mod isolation;
+mod sandbox;
