@@ -15,6 +15,8 @@ pub enum ErrorKind {
     NotFound,
     /// A credential was missing, wrong, expired or is no longer valid.
     Unauthorized,
+    /// A valid credential asked for something it does not allow (HTTP 403).
+    Forbidden,
     /// The request conflicts with existing state (an idempotency key reused for other input).
     Conflict,
     /// The MCP session named by `Mcp-Session-Id` is unknown, expired or ended (HTTP 404, so the
@@ -80,6 +82,7 @@ impl Error {
             ErrorKind::InvalidInput => 400,
             ErrorKind::NotFound | ErrorKind::McpSessionGone => 404,
             ErrorKind::Unauthorized => 401,
+            ErrorKind::Forbidden => 403,
             ErrorKind::Conflict => 409,
             ErrorKind::RateLimited => 429,
             ErrorKind::Unavailable | ErrorKind::NotConfigured => 503,
@@ -92,7 +95,8 @@ impl Error {
     pub fn from_status(status: u16, message: impl Into<String>) -> Self {
         let kind = match status {
             400 | 413 | 422 => ErrorKind::InvalidInput,
-            401 | 403 => ErrorKind::Unauthorized,
+            401 => ErrorKind::Unauthorized,
+            403 => ErrorKind::Forbidden,
             404 => ErrorKind::NotFound,
             409 => ErrorKind::Conflict,
             429 => ErrorKind::RateLimited,

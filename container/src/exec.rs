@@ -75,6 +75,7 @@ pub async fn run(
     req: &ExecRequest,
 ) -> Result<ExecResult> {
     let argv = program(&req.command, req.argv.as_ref())?;
+    let _credentials = sandbox.credentials.grant(&req.credentials)?;
     run_argv(
         registry,
         sandbox,
@@ -155,6 +156,7 @@ pub async fn stream(
 ) -> Result<mpsc::Receiver<ExecEvent>> {
     let timeout = check_timeout(req.timeout_ms)?;
     let argv = program(&req.command, req.argv.as_ref())?;
+    let credentials = sandbox.credentials.grant(&req.credentials)?;
     let gate = sandbox.gate.clone().read_owned().await;
     let started = Instant::now();
     let mut child = spawn(&registry, &sandbox, &argv, req.cwd.as_deref(), &req.env).await?;
@@ -191,6 +193,7 @@ pub async fn stream(
     let err_task = tokio::spawn(forward(err, true, tx.clone()));
     tokio::spawn(async move {
         let _gate = gate;
+        let _credentials = credentials;
         let (status, timed_out) = tokio::select! {
             status = child.wait() => (status.ok(), false),
             _ = tokio::time::sleep(timeout) => {

@@ -536,9 +536,16 @@ mod tests {
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
         let err = read(&home, &resolve("pipe").unwrap(), Encoding::Text).unwrap_err();
-        assert!(err.message.contains("not a regular file"), "{}", err.message);
+        assert!(
+            err.message.contains("not a regular file"),
+            "{}",
+            err.message
+        );
         let zip = zip_dir(&home, &resolve("").unwrap());
-        assert!(zip.is_ok(), "the ZIP skips the FIFO instead of blocking on it");
+        assert!(
+            zip.is_ok(),
+            "the ZIP skips the FIFO instead of blocking on it"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -1,5 +1,7 @@
 //! Git in a sandbox: clone and checkout, run inside the sandbox (so the network goes through
-//! its egress proxy) with arguments passed as argv, never through a shell.
+//! its egress proxy) with arguments passed as argv, never through a shell, without hooks or
+//! system/global configuration. Credentials for the clone are added by the egress proxy; git
+//! never holds them.
 
 use crate::error::{ApiError, Result};
 use crate::exec;
@@ -35,17 +37,14 @@ fn check_branch(branch: &str) -> Result<()> {
     }
 }
 
-fn git_env(header: Option<&str>) -> Result<BTreeMap<String, String>> {
-    let mut env = BTreeMap::from([("GIT_TERMINAL_PROMPT".to_string(), "0".to_string())]);
-    if let Some(header) = header {
-        if header.contains(['\r', '\n', '\0']) {
-            return Err(ApiError::bad_request("http_header must be a single line"));
-        }
-        env.insert("GIT_CONFIG_COUNT".into(), "1".into());
-        env.insert("GIT_CONFIG_KEY_0".into(), "http.extraHeader".into());
-        env.insert("GIT_CONFIG_VALUE_0".into(), header.to_string());
-    }
-    Ok(env)
+/// Git's environment for the daemon's own git commands: no prompts, no system or global
+/// configuration (both are the sandbox's to plant).
+fn git_env() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("GIT_TERMINAL_PROMPT".to_string(), "0".to_string()),
+        ("GIT_CONFIG_NOSYSTEM".to_string(), "1".to_string()),
+        ("GIT_CONFIG_GLOBAL".to_string(), "/dev/null".to_string()),
+    ])
 }
 
 /// The directory a clone lands in by default: the repository's last path segment.
@@ -75,7 +74,12 @@ pub async fn clone(
             "clone into a directory inside the workspace, not the workspace itself",
         ));
     }
-    let mut argv: Vec<String> = vec!["git".into(), "clone".into()];
+    let mut argv: Vec<String> = vec![
+        "git".into(),
+        "-c".into(),
+        "core.hooksPath=/dev/null".into(),
+        "clone".into(),
+    ];
     if let Some(branch) = &req.branch {
         check_branch(branch)?;
         argv.extend(["--branch".into(), branch.clone()]);
@@ -92,8 +96,8 @@ pub async fn clone(
     } else {
         req.timeout_ms
     };
-    let env = git_env(req.http_header.as_deref())?;
-    exec::run_argv(registry, sandbox, &argv, None, &env, timeout).await
+    let _credentials = sandbox.credentials.grant(&req.credentials)?;
+    exec::run_argv(registry, sandbox, &argv, None, &git_env(), timeout).await
 }
 
 pub async fn checkout(
@@ -108,7 +112,7 @@ pub async fn checkout(
     }
     argv.push(req.branch.clone());
     argv.push("--".into());
-    let env = git_env(None)?;
+    let env = git_env();
     exec::run_argv(
         registry,
         sandbox,
@@ -132,7 +136,6 @@ mod tests {
         assert!(check_url("https://x/a b").is_err());
         assert_eq!(default_dir("https://github.com/a/widgets.git"), "widgets");
         assert_eq!(default_dir("https://github.com/a/widgets/"), "widgets");
-        assert!(git_env(Some("Authorization: Bearer x\nInjected: y")).is_err());
         assert!(check_branch("$(id)").is_err());
     }
 }

@@ -7,19 +7,25 @@
 //! - `/proxy/anthropic/<path>` → `ANTHROPIC_BASE_URL/<path>` (token in `x-api-key`)
 //! - `/proxy/openai/<path>` → `OPENAI_BASE_URL/<path>` (token as `Authorization: Bearer`)
 //! - `/proxy/git/<owner>/<repo>.git/{info/refs,git-upload-pack,git-receive-pack}` →
-//!   `FORGE_GIT_URL/…` (token as `Authorization: Bearer`)
+//!   `FORGE_GIT_URL/…` (token as `Authorization: Bearer`, added by the sandbox's egress proxy).
+//!   Pushes only while the run is in its `pushing` phase, and only to
+//!   `refs/heads/handoff/<runId>` (`receive_pack` reads the commands before forwarding).
 //! - `/proxy/forge/repos/<owner>/<repo>/pulls[/<n>]` (GET, POST) → `FORGE_API_URL/…`
 
+mod receive_pack;
 pub mod tokens;
 
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http;
 use crate::ledger::Ledger;
+use crate::runs::RunRecord;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
+use futures::StreamExt;
 use tokens::{ProxyClaims, Service};
-use worker::{Env, Fetch, Headers, Method, Request, RequestInit, Response};
+use worker::wasm_bindgen::JsValue;
+use worker::{Env, Fetch, Headers, Method, Request, RequestInit, Response, ResponseBody};
 
 /// Request headers passed to upstreams (everything else is dropped, credentials first).
 const PASS: [&str; 8] = [
@@ -43,7 +49,7 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
     }
 }
 
-async fn route(req: Request, env: &Env) -> Result<Response> {
+async fn route(mut req: Request, env: &Env) -> Result<Response> {
     let path = req.path();
     let rest = path.trim_start_matches("/proxy/");
     let (service, tail) = rest.split_once('/').unwrap_or((rest, ""));
@@ -68,18 +74,33 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
         }
         "git" => {
             let (repo, operation) = git_target(tail, &req.method())?;
-            authorize(env, bearer(&req), Service::Git, Some(&repo)).await?;
+            let (claims, run) = authorize(env, bearer(&req), Service::Git, Some(&repo)).await?;
+            let query = query(&req)?;
+            let push =
+                operation == "git-receive-pack" || query.contains("service=git-receive-pack");
+            let phase = run.progress.as_ref().map(|p| p.phase.as_str());
+            if push && phase != Some("pushing") {
+                return Err(Error::new(
+                    ErrorKind::Forbidden,
+                    "this run's token pushes only while handoff publishes the run's branch",
+                ));
+            }
+            let body = if operation == "git-receive-pack" {
+                Some(checked_push(&mut req, &claims.sub).await?)
+            } else {
+                req.inner().body().map(JsValue::from)
+            };
             let token = secret(env, config::GITHUB_TOKEN)?;
             let basic = B64.encode(format!("x-access-token:{token}"));
             let upstream = format!(
-                "{}/{repo}.git/{operation}{}",
-                config::forge_git_url(env),
-                query(&req)?
+                "{}/{repo}.git/{operation}{query}",
+                config::forge_git_url(env)
             );
-            forward(
+            send(
                 &req,
                 &upstream,
                 &[("authorization", format!("Basic {basic}"))],
+                body,
             )
             .await
         }
@@ -158,7 +179,7 @@ async fn authorize(
     token: Option<String>,
     service: Service,
     repo: Option<&str>,
-) -> Result<ProxyClaims> {
+) -> Result<(ProxyClaims, RunRecord)> {
     let token = token.ok_or_else(|| Error::new(ErrorKind::Unauthorized, "missing proxy token"))?;
     let claims = tokens::verify(env, &token, service)?;
     if let Some(repo) = repo {
@@ -184,7 +205,44 @@ async fn authorize(
             "the run this token belongs to has ended",
         ));
     }
-    Ok(claims)
+    Ok((claims, run))
+}
+
+/// The body of a push whose ref updates are the run's own branch only: the command section is
+/// read and checked, then sent on with the rest of the stream, unread.
+async fn checked_push(req: &mut Request, run_id: &str) -> Result<JsValue> {
+    let encoding = header(req, "content-encoding").unwrap_or_default();
+    if !encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity") {
+        return Err(Error::new(
+            ErrorKind::Forbidden,
+            "compressed pushes are not accepted by the credential proxy",
+        ));
+    }
+    let mut stream = req.stream()?;
+    let mut head: Vec<u8> = Vec::new();
+    let updates = loop {
+        if let Some((updates, _)) = receive_pack::parse(&head)? {
+            break updates;
+        }
+        if head.len() > receive_pack::MAX_COMMANDS_BYTES {
+            return Err(Error::new(
+                ErrorKind::Forbidden,
+                "the push's command section is too long",
+            ));
+        }
+        match stream.next().await {
+            Some(chunk) => head.extend(chunk?),
+            None => return Err(Error::invalid("the push ended before its commands")),
+        }
+    };
+    receive_pack::check(&updates, run_id)?;
+    let rest =
+        futures::stream::once(async move { Ok::<Vec<u8>, worker::Error>(head) }).chain(stream);
+    let response = worker::ResponseBuilder::new().from_stream(rest)?;
+    match response.body() {
+        ResponseBody::Stream(body) => Ok(body.clone().into()),
+        _ => Err(Error::internal("a streamed body was expected")),
+    }
 }
 
 fn secret(env: &Env, name: &str) -> Result<String> {
@@ -219,6 +277,16 @@ fn query(req: &Request) -> Result<String> {
 
 /// Streams the request to `upstream` with only safe headers plus `extra`, and the answer back.
 async fn forward(req: &Request, upstream: &str, extra: &[(&str, String)]) -> Result<Response> {
+    send(req, upstream, extra, req.inner().body().map(JsValue::from)).await
+}
+
+/// Sends `body` to `upstream` with the request's method, its safe headers and `extra`.
+async fn send(
+    req: &Request,
+    upstream: &str,
+    extra: &[(&str, String)],
+    body: Option<JsValue>,
+) -> Result<Response> {
     let headers = Headers::new();
     for name in PASS {
         if let Some(value) = header(req, name) {
@@ -230,8 +298,8 @@ async fn forward(req: &Request, upstream: &str, extra: &[(&str, String)]) -> Res
     }
     let mut init = RequestInit::new();
     init.with_method(req.method()).with_headers(headers);
-    if let Some(body) = req.inner().body() {
-        init.with_body(Some(body.into()));
+    if body.is_some() {
+        init.with_body(body);
     }
     let request = Request::new_with_init(upstream, &init)?;
     Fetch::Request(request)

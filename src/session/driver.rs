@@ -3,6 +3,7 @@
 //! run's state before returning, so an alarm after a restart continues from the same place.
 
 use super::finish::{self, Failure};
+use super::git::{self, Remote};
 use super::opencode::{self, Activity, Agent};
 use super::store::{self, Checkout, Current, Phase};
 use crate::config;
@@ -246,20 +247,20 @@ impl Driver<'_> {
         let sandbox = self.sandbox()?;
         let dir = format!("{WORKSPACE}/{name}");
         let git_token = self.token(current, Service::Git, Some(&format!("{owner}/{name}")))?;
+        let remote = Remote::new(&self.worker_url(run)?, &owner, &name, &git_token);
         let exists = sandbox
             .exec(argv(&["test", "-d", &format!("{dir}/.git")], None))
             .await?
             .exit_code
             == Some(0);
         if !exists {
-            let url = format!("{}/proxy/git/{owner}/{name}.git", self.worker_url(run)?);
             let result = sandbox
                 .git_clone(GitClone {
-                    url,
+                    url: remote.url.clone(),
                     branch: run.branch.clone(),
                     depth: None,
                     dir: Some(dir.clone()),
-                    http_header: Some(format!("Authorization: Bearer {git_token}")),
+                    credentials: vec![remote.credential.clone()],
                     timeout_ms: 10 * 60 * 1000,
                 })
                 .await?;
@@ -270,27 +271,28 @@ impl Driver<'_> {
                 )));
             }
         } else if let Some(branch) = &run.branch {
-            let env = finish::auth_env(&git_token);
-            finish::git(&sandbox, &dir, &["fetch", "-q", "origin", branch], env).await?;
-            finish::git(
+            // The explicit URL, not `origin`: the agent may have pointed that elsewhere.
+            git::run(
+                &sandbox,
+                &dir,
+                &["fetch", "-q", &remote.url, branch],
+                Some(&remote),
+            )
+            .await?;
+            git::run(
                 &sandbox,
                 &dir,
                 &["checkout", "-q", "-B", branch, "FETCH_HEAD"],
-                BTreeMap::new(),
+                None,
             )
             .await?;
         }
-        let base_branch = finish::git(
-            &sandbox,
-            &dir,
-            &["rev-parse", "--abbrev-ref", "HEAD"],
-            BTreeMap::new(),
-        )
-        .await?
-        .stdout
-        .trim()
-        .to_string();
-        let base_commit = finish::git(&sandbox, &dir, &["rev-parse", "HEAD"], BTreeMap::new())
+        let base_branch = git::run(&sandbox, &dir, &["rev-parse", "--abbrev-ref", "HEAD"], None)
+            .await?
+            .stdout
+            .trim()
+            .to_string();
+        let base_commit = git::run(&sandbox, &dir, &["rev-parse", "HEAD"], None)
             .await?
             .stdout
             .trim()
@@ -594,10 +596,16 @@ impl Driver<'_> {
                 Service::Git,
                 Some(&format!("{}/{}", checkout.owner, checkout.name)),
             )?;
+            let remote = Remote::new(
+                &self.worker_url(run)?,
+                &checkout.owner,
+                &checkout.name,
+                &git_token,
+            );
             let page =
                 links::run_page_url(self.env, &self.worker_public_url(run), &run.id, now_ms());
             let pushed = match finish::push(
-                &sandbox, checkout, &run.id, &run.title, &summary, &git_token,
+                &sandbox, checkout, &run.id, &run.title, &summary, &remote,
             )
             .await
             {
@@ -769,6 +777,7 @@ fn argv(args: &[&str], cwd: Option<&str>) -> ExecRequest {
         cwd: cwd.map(str::to_string),
         env: BTreeMap::new(),
         timeout_ms: 60_000,
+        credentials: Vec::new(),
     }
 }
 

@@ -1,16 +1,17 @@
-//! After the agent is done: commit what it changed on `handoff/<runId>` (unless it committed on
-//! a branch of its own), push through the credential proxy, open a pull request with the
-//! forge's API, and collect commits, changed files and the diffstat. Git runs inside the
-//! sandbox with argv only; the forge API is called by the Worker with the real token.
+//! After the agent is done: commit what it changed on `handoff/<runId>`, push that branch
+//! through the credential proxy (whatever branch the agent committed on, `HEAD` is published
+//! as `handoff/<runId>` and nothing else), open a pull request with the forge's API, and
+//! collect commits, changed files and the diffstat. Git runs inside the sandbox with argv only
+//! and without the agent's hooks or global config (`git.rs`); the token is added at egress;
+//! the forge API is called by the Worker with the real token.
 
+use super::git::{self, Remote};
 use super::store::Checkout;
 use crate::config;
 use crate::error::{Error, Result};
 use crate::runs::Commit;
 use crate::sandbox::SandboxClient;
-use handoff_wire::{ExecRequest, ExecResult};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use worker::{Env, Fetch, Headers, Method, Request, RequestInit};
 
 /// Who handoff's own commits are by.
@@ -20,7 +21,6 @@ const AUTHOR: [&str; 4] = [
     "-c",
     "user.email=handoff@users.noreply.github.com",
 ];
-const GIT_TIMEOUT_MS: u64 = 5 * 60 * 1000;
 
 /// What was pushed for a run.
 pub struct Pushed {
@@ -40,73 +40,27 @@ fn fail(phase: &'static str) -> impl Fn(Error) -> Failure {
     move |error| Failure { phase, error }
 }
 
-/// Environment that makes git send the run's scoped token to the credential proxy, without
-/// writing it into the repository's config.
-pub fn auth_env(git_token: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
-        (
-            "GIT_CONFIG_KEY_0".to_string(),
-            "http.extraHeader".to_string(),
-        ),
-        (
-            "GIT_CONFIG_VALUE_0".to_string(),
-            format!("Authorization: Bearer {git_token}"),
-        ),
-    ])
-}
-
-/// Runs `git <args>` in the checkout; fails with git's stderr.
-pub async fn git(
-    sandbox: &SandboxClient,
-    dir: &str,
-    args: &[&str],
-    env: BTreeMap<String, String>,
-) -> Result<ExecResult> {
-    let mut argv = vec!["git".to_string()];
-    argv.extend(args.iter().map(|a| a.to_string()));
-    let mut env = env;
-    env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
-    let result = sandbox
-        .exec(ExecRequest {
-            command: String::new(),
-            argv: Some(argv),
-            cwd: Some(dir.to_string()),
-            env,
-            timeout_ms: GIT_TIMEOUT_MS,
-        })
-        .await?;
-    if result.exit_code == Some(0) {
-        Ok(result)
-    } else {
-        Err(Error::internal(format!(
-            "git {} failed: {}",
-            args.first().copied().unwrap_or(""),
-            super::opencode::truncate(result.stderr.trim(), 600)
-        )))
-    }
-}
-
 /// `git <args>` in the checkout while committing; its trimmed output.
 async fn committing(
     sandbox: &SandboxClient,
     dir: &str,
     args: &[&str],
 ) -> std::result::Result<String, Failure> {
-    let result = git(sandbox, dir, args, BTreeMap::new())
+    let result = git::run(sandbox, dir, args, None)
         .await
         .map_err(fail("committing"))?;
     Ok(result.stdout.trim().to_string())
 }
 
-/// Commits what the agent changed and pushes it; `None` when nothing changed.
+/// Commits what the agent changed and pushes it as `handoff/<runId>`; `None` when nothing
+/// changed.
 pub async fn push(
     sandbox: &SandboxClient,
     checkout: &Checkout,
     run_id: &str,
     title: &str,
     summary: &str,
-    git_token: &str,
+    remote: &Remote,
 ) -> std::result::Result<Option<Pushed>, Failure> {
     let dir = checkout.dir.as_str();
     let head = ["rev-parse", "--abbrev-ref", "HEAD"];
@@ -117,7 +71,7 @@ pub async fn push(
         .is_empty()
     {
         if on_base(&committing(sandbox, dir, &head).await?) {
-            committing(sandbox, dir, &["checkout", "-q", "-b", &own_branch]).await?;
+            committing(sandbox, dir, &["checkout", "-q", "-B", &own_branch]).await?;
         }
         committing(sandbox, dir, &["add", "-A"]).await?;
         let message = format!(
@@ -132,14 +86,6 @@ pub async fn push(
     if committing(sandbox, dir, &["rev-list", "--count", &range]).await? == "0" {
         return Ok(None);
     }
-    let branch = committing(sandbox, dir, &head).await?;
-    let branch = if on_base(&branch) || !handoff_wire::is_safe_branch(&branch) {
-        // The agent committed on the base branch (or somewhere odd): publish on our own branch.
-        committing(sandbox, dir, &["checkout", "-q", "-B", &own_branch]).await?;
-        own_branch
-    } else {
-        branch
-    };
     let log = committing(sandbox, dir, &["log", "--format=%H%x09%s", &range]).await?;
     let commits = log
         .lines()
@@ -149,23 +95,35 @@ pub async fn push(
             message: message.to_string(),
         })
         .collect();
-    let files = committing(sandbox, dir, &["diff", "--name-only", &range]).await?;
-    let changed_files = files.lines().map(str::to_string).collect();
-    let stat = committing(sandbox, dir, &["diff", "--shortstat", &range]).await?;
-    let diffstat = Some(stat).filter(|s| !s.is_empty());
-
-    let refspec = format!("HEAD:refs/heads/{branch}");
-    git(
+    let diff = ["diff", "--no-ext-diff", "--no-textconv"];
+    let files = committing(
         sandbox,
         dir,
-        &["push", "-q", "origin", &refspec],
-        auth_env(git_token),
+        &[&diff[..], &["--name-only", &range]].concat(),
+    )
+    .await?;
+    let changed_files = files.lines().map(str::to_string).collect();
+    let stat = committing(
+        sandbox,
+        dir,
+        &[&diff[..], &["--shortstat", &range]].concat(),
+    )
+    .await?;
+    let diffstat = Some(stat).filter(|s| !s.is_empty());
+
+    // Forced: a push repeated after a restart replaces the run's own branch, and only that.
+    let refspec = format!("+HEAD:refs/heads/{own_branch}");
+    git::run(
+        sandbox,
+        dir,
+        &["push", "-q", "--no-verify", &remote.url, &refspec],
+        Some(remote),
     )
     .await
     .map_err(fail("pushing"))?;
 
     Ok(Some(Pushed {
-        branch,
+        branch: own_branch,
         commits,
         changed_files,
         diffstat,

@@ -5,6 +5,7 @@
 
 mod driver;
 mod finish;
+mod git;
 mod opencode;
 mod store;
 

@@ -186,6 +186,7 @@ impl ToolHandler for Exec {
             cwd: p.cwd,
             env,
             timeout_ms,
+            credentials: Vec::new(),
         };
         if !ctx.wants_progress() {
             return Ok(client.exec(request).await.map_err(not_found_hint)?.into());

@@ -600,7 +600,7 @@ async fn a_session_is_continued_after_its_sandbox_slept_and_lost_its_disk() {
 }
 
 #[tokio::test]
-async fn a_branch_the_agent_committed_on_is_the_one_pushed() {
+async fn work_the_agent_committed_on_its_own_branch_is_published_as_the_runs_branch() {
     let stack = stack::shared();
     let mcp = Mcp::connect(&stack.url()).await;
     let name = repo_name("own");
@@ -612,9 +612,11 @@ async fn a_branch_the_agent_committed_on_is_the_one_pushed() {
     .await;
     let run = finished(&mcp, &run_id).await;
     assert_eq!(status(&run), "completed", "{run:#}");
+    // The agent's commit is published — as the run's branch, never under a name it chose.
+    let branch = format!("handoff/{run_id}");
     assert_eq!(
         run["result"]["branch"],
-        "agent/own-branch",
+        json!(branch),
         "{run:#}\n{:#?}",
         stack.llm.requests("self-commit")
     );
@@ -624,13 +626,20 @@ async fn a_branch_the_agent_committed_on_is_the_one_pushed() {
         .into_iter()
         .find(|p| p.repo == name)
         .expect("a pull request");
-    assert_eq!(pull.head, "agent/own-branch");
+    assert_eq!(pull.head, branch);
     assert_eq!(run["result"]["commits"][0]["message"], "Fix add");
     assert!(stack
         .forge
-        .file_on_branch("acme", &name, "agent/own-branch", "add.sh")
+        .file_on_branch("acme", &name, &branch, "add.sh")
         .unwrap()
         .contains("$1 + $2"));
+    assert!(
+        stack
+            .forge
+            .file_on_branch("acme", &name, "agent/own-branch", "add.sh")
+            .is_none(),
+        "the agent's branch name reached the forge"
+    );
 }
 
 #[tokio::test]

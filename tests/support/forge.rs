@@ -84,7 +84,8 @@ impl Forge {
         format!("http://127.0.0.1:{}/api", self.port)
     }
 
-    fn bare(&self, owner: &str, repo: &str) -> PathBuf {
+    /// The bare repository on disk.
+    pub fn bare(&self, owner: &str, repo: &str) -> PathBuf {
         self.state.root.join(owner).join(format!("{repo}.git"))
     }
 
@@ -158,6 +159,21 @@ impl Forge {
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(str::to_string)
+            .collect()
+    }
+
+    /// Every ref of a repository with the commit it points at.
+    pub fn refs(&self, owner: &str, repo: &str) -> Vec<(String, String)> {
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(self.bare(owner, repo))
+            .args(["for-each-ref", "--format=%(objectname) %(refname)"])
+            .output()
+            .expect("git for-each-ref");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(sha, name)| (sha.to_string(), name.to_string()))
             .collect()
     }
 

@@ -65,6 +65,15 @@ pub fn script(scenario: &str, step: usize) -> Reply {
             1 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh"),
             _ => Reply::Text("Looked around and fixed add.sh.".into()),
         },
+        // Leaves a clean filter that makes `git add` slow, so the run stays in its pushing
+        // phase long enough for a test to try the proxy then.
+        "slow-push" => match step {
+            0 => Reply::After(
+                Duration::from_secs(6),
+                Box::new(bash("git config filter.slow.clean 'sleep 6; cat' && echo '* filter=slow' > .gitattributes && printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh")),
+            ),
+            _ => Reply::Text("Fixed add.sh (slowly).".into()),
+        },
         "no-change" => Reply::Text("Nothing needed changing.".into()),
         "always-500" => Reply::Fail(500),
         "slow" => Reply::After(Duration::from_secs(120), Box::new(Reply::Text("too late".into()))),

@@ -143,6 +143,22 @@ pub struct SandboxState {
     pub processes: usize,
 }
 
+/// A credential the sandbox's egress proxy adds, while one command runs, to the plain-HTTP
+/// requests it is for. The sandbox never holds it: a program inside sends its request to
+/// `prefix` without credentials; the proxy sends it to `upstream` (the rest of the path
+/// appended) with `header` set, replacing any header of that name the request carried.
+/// Anything else in the sandbox may use it for as long as the command runs, so grants are
+/// scoped (one run, one service, one repository) and the upstream checks what they allow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressCredential {
+    /// `http://host[:port]/path/` as requested inside the sandbox.
+    pub prefix: String,
+    /// `http(s)://host[:port]/path/` the proxy sends matching requests to.
+    pub upstream: String,
+    /// `Name: value`, e.g. `Authorization: Bearer …`; never logged.
+    pub header: String,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ExecRequest {
     /// A shell command line, run by `/bin/sh -c` (ignored when `argv` is given).
@@ -156,6 +172,9 @@ pub struct ExecRequest {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub timeout_ms: u64,
+    /// Credentials the egress proxy adds while this command runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<EgressCredential>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -279,8 +298,10 @@ pub struct GitClone {
     pub depth: Option<u32>,
     /// Target directory inside the workspace (default: the repository name).
     pub dir: Option<String>,
-    /// Extra HTTP header for the git server (e.g. a scoped `Authorization`); never logged.
-    pub http_header: Option<String>,
+    /// Credentials the egress proxy adds to the clone's requests (the URL must then be a plain
+    /// `http://` one under a credential's prefix); git itself never sees them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<EgressCredential>,
     pub timeout_ms: u64,
 }
 

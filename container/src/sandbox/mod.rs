@@ -65,6 +65,8 @@ pub struct Sandbox {
     pub gate: Arc<RwLock<()>>,
     pub processes: processes::Table,
     pub egress: egress::Log,
+    /// Credentials the egress proxy adds while the commands that brought them run.
+    pub credentials: Arc<egress::Credentials>,
     isolation: Isolation,
     tools: Option<PathBuf>,
     /// The host user that owns the workspace and runs the processes.
@@ -193,6 +195,7 @@ impl Registry {
             id: id.to_string(),
             home: dir.join("home"),
             egress: egress::Log::open(dir.join("egress.jsonl")),
+            credentials: Arc::default(),
             processes: processes::Table::new(dir.join("logs")),
             tools: self.tools.clone(),
             dir,

@@ -2,4 +2,5 @@
 //! the boundary held and that the legitimate use next to it still works.
 
 mod isolation;
+mod push;
 mod sandbox;

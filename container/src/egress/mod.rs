@@ -1,26 +1,28 @@
 //! The egress proxy: the only way out of a sandbox's network namespace. It listens on
 //! 127.0.0.1:3128 inside the sandbox, speaks HTTP forward proxying (absolute-URI requests and
 //! CONNECT tunnels), applies the sandbox's allow and deny lists, connects from the host, and
-//! records every destination with its verdict.
+//! records every destination with its verdict. This file holds the policy and the log;
+//! `proxy` serves connections, `credentials` adds the Worker's scoped credentials to the
+//! requests they are for, `upstream` connects out (TCP or TLS).
+
+mod credentials;
+mod proxy;
+mod upstream;
+
+pub use credentials::Credentials;
+pub use proxy::spawn;
 
 use crate::error::{ApiError, Result};
-use crate::sandbox::{self, Sandbox};
 use handoff_wire::{EgressEntry, SandboxSpec, Verdict};
 use std::collections::VecDeque;
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use std::sync::Mutex;
 
 /// Entries kept in memory (and read back from disk after a restart).
 const LOG_KEEP: usize = 1000;
-/// Largest request head the proxy reads.
-const MAX_HEAD: usize = 16 * 1024;
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A sandbox's egress log: newest last in memory, appended to a JSON-lines file.
 pub struct Log {
@@ -47,7 +49,7 @@ impl Log {
         }
     }
 
-    fn record(&self, entry: EgressEntry) {
+    pub fn record(&self, entry: EgressEntry) {
         if let Ok(line) = serde_json::to_string(&entry) {
             if let Ok(mut f) = std::fs::OpenOptions::new()
                 .create(true)
@@ -176,193 +178,8 @@ pub fn decide(spec: &SandboxSpec, host: &str, port: u16, addrs: &[IpAddr]) -> (V
     )
 }
 
-/// Serves the sandbox's proxy listener until the task is aborted.
-pub fn spawn(
-    sandbox: Arc<Sandbox>,
-    listener: std::net::TcpListener,
-) -> Result<tokio::task::JoinHandle<()>> {
-    let listener = tokio::net::TcpListener::from_std(listener)
-        .map_err(|e| ApiError::internal(format!("egress listener: {e}")))?;
-    Ok(tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let sandbox = sandbox.clone();
-            tokio::spawn(async move {
-                let _ = serve(sandbox, client).await;
-            });
-        }
-    }))
-}
-
-struct Head {
-    method: String,
-    host: String,
-    port: u16,
-    /// For plain HTTP: the request rewritten to origin form, ready to send upstream.
-    forward: Option<Vec<u8>>,
-}
-
-async fn serve(sandbox: Arc<Sandbox>, mut client: TcpStream) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(4096);
-    let head_end = loop {
-        let mut chunk = [0u8; 4096];
-        let n = client.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(pos) = find(&buf, b"\r\n\r\n") {
-            break pos + 4;
-        }
-        if buf.len() > MAX_HEAD {
-            return reply(&mut client, 431, "request head too large").await;
-        }
-    };
-    let head = match parse_head(&buf[..head_end]) {
-        Ok(head) => head,
-        Err(reason) => return reply(&mut client, 400, &reason).await,
-    };
-    let spec = sandbox.spec();
-    let alias = spec.hosts.get(&head.host).cloned();
-    let (connect_host, connect_port) = match &alias {
-        Some(target) => match split_host_port(target, None) {
-            Ok(target) => target,
-            Err(reason) => return reply(&mut client, 502, &reason).await,
-        },
-        None => (head.host.clone(), head.port),
-    };
-    let addrs: Vec<SocketAddr> =
-        match tokio::net::lookup_host((connect_host.as_str(), connect_port)).await {
-            Ok(addrs) => addrs.collect(),
-            Err(_) => Vec::new(),
-        };
-    let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
-    let (verdict, reason) = match &alias {
-        Some(target) => (
-            Verdict::Allowed,
-            format!("configured host {} -> {target}", head.host),
-        ),
-        None => decide(&spec, &head.host, head.port, &ips),
-    };
-    sandbox.egress.record(EgressEntry {
-        at: sandbox::now_ms(),
-        host: head.host.clone(),
-        port: head.port,
-        method: head.method.clone(),
-        verdict,
-        reason: reason.clone(),
-    });
-    if verdict == Verdict::Blocked {
-        return reply(
-            &mut client,
-            403,
-            &format!("blocked by the sandbox egress policy: {reason}"),
-        )
-        .await;
-    }
-    if addrs.is_empty() {
-        return reply(&mut client, 502, &format!("cannot resolve {connect_host}")).await;
-    }
-    let upstream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&addrs[..])).await
-    {
-        Ok(Ok(stream)) => stream,
-        _ => {
-            return reply(
-                &mut client,
-                502,
-                &format!("cannot connect to {connect_host}:{connect_port}"),
-            )
-            .await
-        }
-    };
-    let mut upstream = upstream;
-    match head.forward {
-        None => {
-            client
-                .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-                .await?;
-            if buf.len() > head_end {
-                upstream.write_all(&buf[head_end..]).await?;
-            }
-        }
-        Some(forward) => {
-            upstream.write_all(&forward).await?;
-            upstream.write_all(&buf[head_end..]).await?;
-        }
-    }
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
-    Ok(())
-}
-
-async fn reply(client: &mut TcpStream, status: u16, text: &str) -> std::io::Result<()> {
-    let reason = match status {
-        400 => "Bad Request",
-        403 => "Forbidden",
-        431 => "Request Header Fields Too Large",
-        _ => "Bad Gateway",
-    };
-    let body = format!("{text}\n");
-    let response = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    client.write_all(response.as_bytes()).await?;
-    client.shutdown().await
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-/// Parses a proxy request head: `CONNECT host:port` or `METHOD http://host[:port]/path`.
-fn parse_head(raw: &[u8]) -> std::result::Result<Head, String> {
-    let text = std::str::from_utf8(raw).map_err(|_| "request head is not UTF-8".to_string())?;
-    let mut lines = text.split("\r\n");
-    let first = lines.next().unwrap_or_default();
-    let mut parts = first.split(' ');
-    let (method, target, version) = match (parts.next(), parts.next(), parts.next()) {
-        (Some(m), Some(t), Some(v)) if v.starts_with("HTTP/1.") => (m, t, v),
-        _ => return Err(format!("not an HTTP/1 proxy request: {first:?}")),
-    };
-    if method == "CONNECT" {
-        let (host, port) = split_host_port(target, None)?;
-        return Ok(Head {
-            method: method.into(),
-            host,
-            port,
-            forward: None,
-        });
-    }
-    let rest = target
-        .strip_prefix("http://")
-        .ok_or_else(|| "this proxy forwards http:// URLs; use CONNECT for https".to_string())?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let (host, port) = split_host_port(authority, Some(80))?;
-    let mut forward = format!("{method} {path} {version}\r\n");
-    for line in lines.filter(|l| !l.is_empty()) {
-        let name = line
-            .split(':')
-            .next()
-            .unwrap_or_default()
-            .to_ascii_lowercase();
-        if name.starts_with("proxy-") || name == "connection" || name == "keep-alive" {
-            continue;
-        }
-        forward.push_str(line);
-        forward.push_str("\r\n");
-    }
-    forward.push_str("Connection: close\r\n\r\n");
-    Ok(Head {
-        method: method.into(),
-        host,
-        port,
-        forward: Some(forward.into_bytes()),
-    })
-}
-
-fn split_host_port(
+/// `host` and `port` of an authority (`host:port`, `[v6]:port`, or `host` with `default`).
+pub fn split_host_port(
     authority: &str,
     default: Option<u16>,
 ) -> std::result::Result<(String, u16), String> {
@@ -438,29 +255,6 @@ mod tests {
             decide(&spec(&["*"], &["evil.com"]), "evil.com", 443, &public).0,
             Verdict::Blocked
         );
-    }
-
-    #[test]
-    fn heads_parse_and_rewrite_to_origin_form() {
-        let connect =
-            parse_head(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
-                .unwrap();
-        assert_eq!(
-            (
-                connect.host.as_str(),
-                connect.port,
-                connect.forward.is_none()
-            ),
-            ("example.com", 443, true)
-        );
-        let get = parse_head(b"GET http://Example.com/a?b=1 HTTP/1.1\r\nHost: example.com\r\nProxy-Connection: keep-alive\r\n\r\n").unwrap();
-        assert_eq!((get.host.as_str(), get.port), ("example.com", 80));
-        let forward = String::from_utf8(get.forward.unwrap()).unwrap();
-        assert!(forward.starts_with("GET /a?b=1 HTTP/1.1\r\n"), "{forward}");
-        assert!(!forward.to_ascii_lowercase().contains("proxy-connection"));
-        assert!(parse_head(b"GET /relative HTTP/1.1\r\n\r\n").is_err());
-        assert!(parse_head(b"CONNECT nohost HTTP/1.1\r\n\r\n").is_err());
-        assert!(parse_head(b"CONNECT a@b:1 HTTP/1.1\r\n\r\n").is_err());
     }
 
     #[test]
