@@ -6,12 +6,14 @@
 //!
 //! - `/proxy/anthropic/<path>` → `ANTHROPIC_BASE_URL/<path>` (token in `x-api-key`)
 //! - `/proxy/openai/<path>` → `OPENAI_BASE_URL/<path>` (token as `Authorization: Bearer`)
+//!   — for both, only the calls `providers` lists (messages, completions, model listing).
 //! - `/proxy/git/<owner>/<repo>.git/{info/refs,git-upload-pack,git-receive-pack}` →
 //!   `FORGE_GIT_URL/…` (token as `Authorization: Bearer`, added by the sandbox's egress proxy).
 //!   Pushes only while the run is in its `pushing` phase, and only to
 //!   `refs/heads/handoff/<runId>` (`receive_pack` reads the commands before forwarding).
 //! - `/proxy/forge/repos/<owner>/<repo>/pulls[/<n>]` (GET, POST) → `FORGE_API_URL/…`
 
+mod providers;
 mod receive_pack;
 pub mod tokens;
 
@@ -55,16 +57,20 @@ async fn route(mut req: Request, env: &Env) -> Result<Response> {
     let (service, tail) = rest.split_once('/').unwrap_or((rest, ""));
     match service {
         "anthropic" => {
+            let query = query(&req)?;
+            providers::check(Service::Anthropic, &req.method(), tail, &query)?;
             let token = header(&req, "x-api-key").or_else(|| bearer(&req));
             authorize(env, token, Service::Anthropic, None).await?;
             let key = secret(env, config::ANTHROPIC_API_KEY)?;
-            let upstream = format!("{}/{tail}{}", config::anthropic_base_url(env), query(&req)?);
+            let upstream = format!("{}/{tail}{query}", config::anthropic_base_url(env));
             forward(&req, &upstream, &[("x-api-key", key)]).await
         }
         "openai" => {
+            let query = query(&req)?;
+            providers::check(Service::OpenAi, &req.method(), tail, &query)?;
             authorize(env, bearer(&req), Service::OpenAi, None).await?;
             let key = secret(env, config::OPENAI_API_KEY)?;
-            let upstream = format!("{}/{tail}{}", config::openai_base_url(env), query(&req)?);
+            let upstream = format!("{}/{tail}{query}", config::openai_base_url(env));
             forward(
                 &req,
                 &upstream,

@@ -100,6 +100,8 @@ struct LlmState {
     expected_key: String,
     expected_openai_key: String,
     requests: Mutex<Vec<Recorded>>,
+    /// `METHOD /path` of every request to anything but the two chat APIs.
+    strays: Mutex<Vec<String>>,
     ids: AtomicU64,
 }
 
@@ -122,11 +124,13 @@ impl ScriptedLlm {
             expected_openai_key: openai_key.to_string(),
             expected_key: expected_key.to_string(),
             requests: Mutex::new(Vec::new()),
+            strays: Mutex::new(Vec::new()),
             ids: AtomicU64::new(1),
         });
         let app = Router::new()
             .route("/v1/messages", post(messages))
             .route("/v1/chat/completions", post(chat_completions))
+            .fallback(stray)
             .with_state(state.clone());
         let port = crate::serve_forever(app);
         ScriptedLlm { port, state }
@@ -147,6 +151,15 @@ impl ScriptedLlm {
                     .cloned()
                     .collect()
             })
+            .unwrap_or_default()
+    }
+
+    /// Requests that reached the provider for anything but messages and chat completions.
+    pub fn strays(&self) -> Vec<String> {
+        self.state
+            .strays
+            .lock()
+            .map(|r| r.clone())
             .unwrap_or_default()
     }
 
@@ -187,6 +200,13 @@ fn last_tool_output(messages: &[Value]) -> Option<String> {
                 other => text_of(&json!({ "content": other })),
             })
     })
+}
+
+async fn stray(State(state): State<Arc<LlmState>>, req: axum::extract::Request) -> StatusCode {
+    if let Ok(mut strays) = state.strays.lock() {
+        strays.push(format!("{} {}", req.method(), req.uri()));
+    }
+    StatusCode::NOT_FOUND
 }
 
 /// The scenario named by the latest tagged user message, and the assistant turns since it.

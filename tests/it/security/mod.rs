@@ -2,5 +2,6 @@
 //! the boundary held and that the legitimate use next to it still works.
 
 mod isolation;
+mod proxy;
 mod push;
 mod sandbox;
