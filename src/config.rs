@@ -13,6 +13,9 @@ pub const STALL_TIMEOUT: &str = "RUN_STALL_TIMEOUT_SECONDS";
 pub const ALLOWED_ORIGINS: &str = "HANDOFF_ALLOWED_ORIGINS";
 /// Var: the public base URL used in links (defaults to the URL the request came in on).
 pub const PUBLIC_URL: &str = "HANDOFF_PUBLIC_URL";
+/// Var: the base of sandbox preview origins (`https://preview.example.com` serves previews at
+/// `https://<token>.preview.example.com`); unset, previews are refused.
+pub const PREVIEW_URL: &str = "HANDOFF_PREVIEW_URL";
 /// Var: base URL of a sandbox daemon reachable from the Worker (the local backend).
 pub const SANDBOX_DAEMON_URL: &str = "SANDBOX_DAEMON_URL";
 /// Secret: shared with the sandbox daemon, which accepts tokens signed with it.
@@ -135,6 +138,28 @@ pub fn allowed_origins(env: &Env) -> Vec<String> {
 
 pub fn public_url(env: &Env) -> Option<String> {
     get(env, PUBLIC_URL).map(|u| u.trim_end_matches('/').to_string())
+}
+
+/// The preview base: scheme and `host[:port]` under which every preview gets its own origin.
+pub struct PreviewBase {
+    pub scheme: String,
+    /// Lower case, without the port.
+    pub host: String,
+    /// `:port`, or empty.
+    pub port: String,
+}
+
+pub fn preview_base(env: &Env) -> Option<PreviewBase> {
+    let raw = get(env, PREVIEW_URL)?;
+    let url = worker::Url::parse(raw.trim()).ok()?;
+    if !matches!(url.scheme(), "http" | "https") || url.path().len() > 1 {
+        return None;
+    }
+    Some(PreviewBase {
+        scheme: url.scheme().to_string(),
+        host: url.host_str()?.to_ascii_lowercase(),
+        port: url.port().map(|p| format!(":{p}")).unwrap_or_default(),
+    })
 }
 
 pub fn sandbox_daemon_url(env: &Env) -> Option<String> {
@@ -360,6 +385,11 @@ pub fn warnings(env: &Env) -> Vec<String> {
     if signing_key(env).is_none() {
         out.push(format!(
             "{SIGNING_KEY} is not set (or shorter than {MIN_SIGNING_KEY_LEN} characters): runs get no webUiUrl"
+        ));
+    }
+    if preview_base(env).is_none() {
+        out.push(format!(
+            "{PREVIEW_URL} is not set (or not an http(s) origin): sandbox_preview_url refuses, since previews need an origin of their own"
         ));
     }
     if sandbox_daemon_url(env).is_none() {

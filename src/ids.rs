@@ -33,6 +33,24 @@ pub fn new_secret(prefix: &str) -> String {
     )
 }
 
+/// `bytes` in lower-case Crockford base32 (5 bits a character, the last one padded).
+pub fn base32(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 8 / 5 + 1);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for &b in bytes {
+        acc = (acc << 8) | u32::from(b);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out.push(ALPHABET[((acc >> bits) & 0x1f) as usize] as char);
+        }
+    }
+    if bits > 0 {
+        out.push(ALPHABET[((acc << (5 - bits)) & 0x1f) as usize] as char);
+    }
+    out
+}
+
 /// A new id with the given prefix.
 pub fn new_id(prefix: &str) -> String {
     let mut bytes = [0u8; 16];
@@ -66,5 +84,13 @@ mod tests {
         assert!(!is_valid(SESSION, &a));
         assert!(!is_valid(RUN, "run_../../etc"));
         assert!(!is_valid(RUN, &format!("{a}x")));
+    }
+
+    #[test]
+    fn base32_is_five_bits_a_character_in_the_id_alphabet() {
+        assert_eq!(base32(&[0xff; 10]), "zzzzzzzzzzzzzzzz");
+        assert_eq!(base32(&[0; 10]), "0000000000000000");
+        assert_eq!(base32(&[0b1000_0100, 0b0010_0000]), "ggg0");
+        assert_eq!(base32(&[1]), "04");
     }
 }

@@ -31,13 +31,18 @@ use worker::{event, Context, Env, Method, Request, Response, Result};
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+    // A preview origin serves its sandbox's port and nothing of handoff's.
+    if let Some(host) = preview::preview_host(&req, &env) {
+        let outcome = preview::handle(req, &env, &host).await;
+        return outcome.or_else(|e| Ok(http::internal_error(&e)));
+    }
     let path = req.path();
     let outcome: error::Result<Response> = match (req.method(), path.as_str()) {
         (Method::Get | Method::Head, "/health") => http::health(&env),
         (_, "/mcp") => mcp::handle(req, &env).await,
         (_, p) if oauth::is_oauth_path(p) => oauth::handle(req, &env).await,
         (Method::Get, p) if p.starts_with("/runs/") => page::handle(req, &env).await,
-        (_, p) if p.starts_with("/preview/") => preview::handle(req, &env).await,
+        (_, p) if p.starts_with("/preview/") => Ok(preview::moved()),
         (_, p) if p.starts_with("/proxy/") => proxy::handle(req, &env).await,
         (Method::Get, "/") => http::index(),
         _ => Ok(http::not_found(&path)),

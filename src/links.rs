@@ -1,6 +1,6 @@
-//! Signed, expiring links handed to users: the run page and sandbox previews. A link carries an
-//! HS256 token bound to one purpose (audience) and one subject; without
-//! `HANDOFF_SIGNING_KEY` no links are issued.
+//! Signed, expiring links handed to users: the run page (an HS256 token bound to one purpose
+//! and one run) and sandbox previews (an origin of their own whose name carries an HMAC);
+//! without `HANDOFF_SIGNING_KEY` no links are issued.
 
 use crate::config;
 use crate::error::{Error, Result};
@@ -11,15 +11,12 @@ use worker::Env;
 /// How long a run page link stays valid. Every `opencode_get_result` hands out a fresh one.
 pub const RUN_PAGE_TTL_SECS: i64 = 30 * 24 * 3600;
 const RUN_PAGE_AUDIENCE: &str = "handoff:run-page";
-const PREVIEW_AUDIENCE: &str = "handoff:preview";
 
 #[derive(Serialize, Deserialize)]
 struct LinkClaims {
     sub: String,
     aud: String,
     exp: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    port: Option<u16>,
 }
 
 fn sign(env: &Env, claims: &LinkClaims) -> Option<String> {
@@ -46,7 +43,6 @@ pub fn run_page_url(env: &Env, base_url: &str, run_id: &str, now_ms: i64) -> Opt
         sub: run_id.to_string(),
         aud: RUN_PAGE_AUDIENCE.to_string(),
         exp: now_ms / 1000 + RUN_PAGE_TTL_SECS,
-        port: None,
     };
     let token = sign(env, &claims)?;
     Some(format!("{base_url}/runs/{run_id}?token={token}"))
@@ -61,35 +57,90 @@ pub fn verify_run_page_token(env: &Env, run_id: &str, token: &str) -> Result<()>
     Ok(())
 }
 
-/// A preview URL for `port` of a sandbox, valid until `expires_at` (seconds since the epoch).
-pub fn preview_url(
-    env: &Env,
-    base_url: &str,
-    sandbox_id: &str,
-    port: u16,
-    expires_at: i64,
-) -> Result<String> {
-    let claims = LinkClaims {
-        sub: sandbox_id.to_string(),
-        aud: PREVIEW_AUDIENCE.to_string(),
-        exp: expires_at,
-        port: Some(port),
+/// A preview URL for `port` of a sandbox, valid until `expires_at` (seconds since the epoch):
+/// an origin of its own under `HANDOFF_PREVIEW_URL`, `<port>-<expiry>-<sandbox>-<mac>.<base>`,
+/// so nothing a previewed page does runs on handoff's origin. The label is a DNS name (lower
+/// case, at most 63 characters) carrying an 80-bit HMAC-SHA256 of what it grants.
+pub fn preview_url(env: &Env, sandbox_id: &str, port: u16, expires_at: i64) -> Result<String> {
+    let base = config::preview_base(env).ok_or_else(|| {
+        Error::not_configured(format!(
+            "previews need an origin of their own: set {} to a wildcard base such as \
+             https://preview.example.com (serving *.preview.example.com; locally \
+             http://preview.localhost:8787) — see README, Previews",
+            config::PREVIEW_URL
+        ))
+    })?;
+    let body = sandbox_id
+        .strip_prefix(crate::ids::SANDBOX)
+        .ok_or_else(|| Error::invalid("not a sandbox id"))?;
+    let expires = radix36(expires_at.max(0) as u64);
+    let mac = preview_mac(env, sandbox_id, port, &expires)?;
+    Ok(format!(
+        "{}://{port}-{expires}-{body}-{mac}.{}{}/",
+        base.scheme, base.host, base.port
+    ))
+}
+
+/// The sandbox and port a preview host grants, if `host` is a live preview origin.
+pub fn verify_preview_host(env: &Env, host: &str) -> Result<(String, u16)> {
+    let invalid =
+        || Error::not_found("this preview link is invalid or has expired; ask for a fresh one");
+    let label = host.split('.').next().unwrap_or_default();
+    let mut parts = label.split('-');
+    let (Some(port), Some(expires), Some(body), Some(mac), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return Err(invalid());
     };
-    let token = sign(env, &claims).ok_or_else(|| {
+    let port: u16 = port.parse().map_err(|_| invalid())?;
+    let sandbox_id = format!("{}{body}", crate::ids::SANDBOX);
+    if !crate::ids::is_valid(crate::ids::SANDBOX, &sandbox_id) {
+        return Err(invalid());
+    }
+    let expected = preview_mac(env, &sandbox_id, port, expires)?;
+    let same = expected.len() == mac.len()
+        && expected
+            .bytes()
+            .zip(mac.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    let expires_at = u64::from_str_radix(expires, 36).map_err(|_| invalid())?;
+    if !same || expires_at < (crate::time::now_ms() / 1000).max(0) as u64 {
+        return Err(invalid());
+    }
+    Ok((sandbox_id, port))
+}
+
+fn preview_mac(env: &Env, sandbox_id: &str, port: u16, expires: &str) -> Result<String> {
+    use hmac::{KeyInit, Mac};
+    let key = config::signing_key(env).ok_or_else(|| {
         Error::not_configured(format!(
             "preview links need {} (at least {} characters) on this deployment",
             config::SIGNING_KEY,
             config::MIN_SIGNING_KEY_LEN
         ))
     })?;
-    Ok(format!("{base_url}/preview/{token}/"))
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key)
+        .map_err(|e| Error::internal(e.to_string()))?;
+    mac.update(format!("handoff:preview|{sandbox_id}|{port}|{expires}").as_bytes());
+    let tag = mac.finalize().into_bytes();
+    Ok(crate::ids::base32(&tag[..10]))
 }
 
-/// The sandbox and port a live preview token grants.
-pub fn verify_preview_token(env: &Env, token: &str) -> Result<(String, u16)> {
-    let claims = verify(env, token, PREVIEW_AUDIENCE)?;
-    let port = claims
-        .port
-        .ok_or_else(|| Error::not_found("this link is not a preview link"))?;
-    Ok((claims.sub, port))
+fn radix36(mut n: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
 }

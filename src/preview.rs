@@ -1,36 +1,100 @@
-//! `/preview/<token>/<path>`: a sandbox port published over HTTP. The unguessable signed token
-//! names the sandbox and port and carries an expiry; the request (method, headers, streamed
-//! body) goes through the sandbox's object to the daemon and the response streams back.
+//! Sandbox previews, each on an origin of its own: `<port>-<expiry>-<sandbox>-<mac>.<preview
+//! base>` (see `links::preview_url`). A page a sandbox serves is hostile: on handoff's origin it
+//! could drive the owner's signed-in consent page, read run pages or call `/mcp` with the
+//! owner's cookies. On its own origin it shares nothing with handoff — no cookies, no storage,
+//! no same-origin requests — and the preview base is never handoff's own host. Responses lose
+//! `Set-Cookie` and service-worker headers anyway, and service-worker scripts are refused, so a
+//! preview can neither plant state in a browser nor outlive its link.
+//!
+//! The request (method, headers without cookies or credentials, streamed body) goes through the
+//! sandbox's object to the daemon and the response streams back.
 
+use crate::config;
 use crate::error::{ErrorKind, Result};
 use crate::http;
 use crate::links;
 use crate::sandbox::SandboxClient;
-use worker::{Env, Request, RequestInit, Response};
+use worker::{Env, Headers, Request, RequestInit, Response, ResponseBuilder};
 
-pub async fn handle(req: Request, env: &Env) -> Result<Response> {
-    let path = req.path();
-    let rest = path.trim_start_matches("/preview/");
-    let (token, tail) = rest.split_once('/').unwrap_or((rest, ""));
-    let (sandbox_id, port) = match links::verify_preview_token(env, token) {
+/// Request headers never passed to a previewed app.
+const REQUEST_DROP: [&str; 4] = ["cookie", "authorization", "proxy-authorization", "host"];
+/// Request headers with this prefix are handoff's own, never a visitor's.
+const HANDOFF_PREFIX: &str = "x-handoff-";
+/// Response headers a previewed app may not set.
+const RESPONSE_DROP: [&str; 4] = [
+    "set-cookie",
+    "set-cookie2",
+    "service-worker-allowed",
+    "clear-site-data",
+];
+
+/// The host a request was sent to, lower case, without the port.
+fn request_host(req: &Request) -> Option<String> {
+    let header = req.headers().get("host").ok().flatten();
+    let host = match header {
+        Some(h) => h,
+        None => req.url().ok()?.host_str()?.to_string(),
+    };
+    let host = host.trim().to_ascii_lowercase();
+    let host = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name.to_string(),
+        _ => host,
+    };
+    Some(host)
+}
+
+/// The preview host of a request sent to a preview origin (one label under the base).
+pub fn preview_host(req: &Request, env: &Env) -> Option<String> {
+    let base = config::preview_base(env)?;
+    let host = request_host(req)?;
+    let label = host.strip_suffix(&format!(".{}", base.host))?;
+    (!label.is_empty() && !label.contains('.')).then_some(host)
+}
+
+/// The answer to the old same-origin preview path.
+pub fn moved() -> Response {
+    http::json(
+        404,
+        &serde_json::json!({"error": "previews are served on origins of their own now; ask sandbox_preview_url for a fresh link"}),
+    )
+}
+
+pub async fn handle(req: Request, env: &Env, host: &str) -> Result<Response> {
+    let (sandbox_id, port) = match links::verify_preview_host(env, host) {
         Ok(grant) => grant,
         Err(e) => {
             let status = if e.kind == ErrorKind::NotConfigured {
                 503
             } else {
-                403
+                404
             };
             return Ok(http::json(status, &serde_json::json!({"error": e.message})));
         }
     };
-    let query = req
-        .url()?
-        .query()
-        .map(|q| format!("?{q}"))
-        .unwrap_or_default();
+    if req
+        .headers()
+        .get("service-worker")
+        .ok()
+        .flatten()
+        .is_some_and(|v| v.eq_ignore_ascii_case("script"))
+    {
+        return Ok(http::json(
+            403,
+            &serde_json::json!({"error": "previews may not register service workers"}),
+        ));
+    }
+    let url = req.url()?;
+    let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
+    let tail = url.path().trim_start_matches('/');
+    let headers = Headers::new();
+    for (name, value) in req.headers().entries() {
+        let lower = name.to_ascii_lowercase();
+        if !REQUEST_DROP.contains(&lower.as_str()) && !lower.starts_with(HANDOFF_PREFIX) {
+            headers.append(&name, &value)?;
+        }
+    }
     let mut init = RequestInit::new();
-    init.with_method(req.method())
-        .with_headers(req.headers().clone());
+    init.with_method(req.method()).with_headers(headers);
     if let Some(body) = req.inner().body() {
         init.with_body(Some(body.into()));
     }
@@ -38,9 +102,19 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
         &format!("https://sandbox/preview/{port}/{tail}{query}"),
         &init,
     )?;
-    let mut response = SandboxClient::get(env, &sandbox_id)?.preview(inner).await?;
-    let headers = response.headers_mut();
-    let _ = headers.set("referrer-policy", "no-referrer");
-    let _ = headers.set("x-robots-tag", "noindex");
-    Ok(response)
+    let response = SandboxClient::get(env, &sandbox_id)?.preview(inner).await?;
+    // A fetched response's headers are immutable: build the answer anew, without what the
+    // app may not set.
+    let headers = Headers::new();
+    for (name, value) in response.headers().entries() {
+        if !RESPONSE_DROP.contains(&name.to_ascii_lowercase().as_str()) {
+            headers.append(&name, &value)?;
+        }
+    }
+    headers.set("referrer-policy", "no-referrer")?;
+    headers.set("x-robots-tag", "noindex")?;
+    Ok(ResponseBuilder::new()
+        .with_status(response.status_code())
+        .with_headers(headers)
+        .body(response.body().clone()))
 }

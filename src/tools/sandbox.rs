@@ -467,7 +467,7 @@ impl ToolHandler for PreviewUrl {
         let client = sandbox(ctx, &p.sandbox_id).await?;
         client.info().await.map_err(not_found_hint)?;
         let expires_at = now_ms() / 1000 + i64::from(ttl);
-        let url = links::preview_url(ctx.env, &ctx.base_url, &p.sandbox_id, port, expires_at)?;
+        let url = links::preview_url(ctx.env, &p.sandbox_id, port, expires_at)?;
         Ok(PreviewOutput {
             url,
             port,

@@ -520,36 +520,46 @@ async fn a_preview_url_serves_a_server_inside_the_sandbox() {
         )
         .await;
     let url = preview["url"].as_str().unwrap().to_string();
-    let page = read(reqwest::get(format!("{url}index.html")).await.unwrap()).await;
+    let worker_port = with_sandboxes().1.port;
+    assert!(
+        url.starts_with("http://8000-")
+            && url.ends_with(&format!(".preview.localhost:{worker_port}/")),
+        "a preview has an origin of its own: {url}"
+    );
+    let get = |url: String| async move {
+        read(
+            handoff_tests::preview_client(&url)
+                .get(&url)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    };
+    let page = get(format!("{url}index.html")).await;
     assert_eq!(page.status, 200, "{}", page.body);
     assert_eq!(page.body, "<h1>from the sandbox</h1>");
-    let root = read(reqwest::get(&url).await.unwrap()).await;
+    let root = get(url.clone()).await;
     assert_eq!(
         root.status, 200,
         "directory listing at the root: {}",
         root.body
     );
 
-    let tampered = url.replacen("/preview/ey", "/preview/eY", 1);
+    let (label, rest) = url.split_once('.').unwrap();
+    let last = label.chars().last().unwrap();
+    let flipped = if last == '0' { '1' } else { '0' };
+    let tampered = format!("{}{flipped}.{rest}", &label[..label.len() - 1]);
+    assert_eq!(get(format!("{tampered}index.html")).await.status, 404);
+    let other_port = url.replacen("http://8000-", "http://8001-", 1);
+    assert_eq!(get(other_port).await.status, 404, "the port is signed too");
+    let expired = handoff_tests::links::preview_url(worker_port, &id, 8000, -10);
+    assert_eq!(get(format!("{expired}index.html")).await.status, 404);
+    let valid = handoff_tests::links::preview_url(worker_port, &id, 8000, 60);
     assert_eq!(
-        read(reqwest::get(&tampered).await.unwrap()).await.status,
-        403
-    );
-    let expired = handoff_tests::links::preview_token(&id, 8000, -10);
-    let expired_url = format!(
-        "{}/preview/{expired}/index.html",
-        with_sandboxes().1.url("")
-    );
-    assert_eq!(
-        read(reqwest::get(&expired_url).await.unwrap()).await.status,
-        403
-    );
-    let valid = handoff_tests::links::preview_token(&id, 8000, 60);
-    let valid_url = format!("{}/preview/{valid}/index.html", with_sandboxes().1.url(""));
-    assert_eq!(
-        read(reqwest::get(&valid_url).await.unwrap()).await.status,
+        get(format!("{valid}index.html")).await.status,
         200,
-        "a token minted the same way works"
+        "a link minted the same way works"
     );
 
     for (args, needle) in [

@@ -24,6 +24,21 @@ pub const OTHER_TOKEN: &str = "other-token-0123456789abcdef";
 pub const DAEMON_SECRET: &str = "test-daemon-secret-0123456789abcdef-0123";
 /// The signing key of test instances (links).
 pub const SIGNING_KEY: &str = "test-signing-key-0123456789abcdef-0123456789";
+/// Previews of test instances live under `<label>.preview.localhost:<port>`.
+pub const PREVIEW_BASE: &str = "preview.localhost";
+
+/// An HTTP client that sends every `*.preview.localhost` request of `url` to 127.0.0.1, as
+/// browsers do, so preview origins work without DNS.
+pub fn preview_client(url: &str) -> reqwest::Client {
+    let parsed = reqwest::Url::parse(url).expect("preview URL");
+    let host = parsed.host_str().expect("host").to_string();
+    let port = parsed.port().unwrap_or(80);
+    reqwest::Client::builder()
+        .resolve(&host, std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}
 
 /// The repository root.
 pub fn root() -> std::path::PathBuf {

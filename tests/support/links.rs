@@ -5,15 +5,43 @@ use crate::SIGNING_KEY;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::json;
 
-/// A preview token for `port` of `sandbox_id` that expires `exp_offset_secs` from now.
-pub fn preview_token(sandbox_id: &str, port: u16, exp_offset_secs: i64) -> String {
+/// A preview origin for `port` of `sandbox_id` (`sbx_…`), as the Worker makes them, expiring
+/// `exp_offset_secs` from now: `http://<port>-<expiry>-<sandbox>-<mac>.preview.localhost:<worker port>/`.
+pub fn preview_url(worker_port: u16, sandbox_id: &str, port: u16, exp_offset_secs: i64) -> String {
+    use hmac::{KeyInit, Mac};
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    let claims = json!({"sub": sandbox_id, "aud": "handoff:preview", "exp": now + exp_offset_secs, "port": port});
-    let key = EncodingKey::from_secret(SIGNING_KEY.as_bytes()).expect("key");
-    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).expect("token")
+    let mut n = (now + exp_offset_secs).max(0) as u64;
+    let mut expires = Vec::new();
+    loop {
+        expires.push(b"0123456789abcdefghijklmnopqrstuvwxyz"[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    expires.reverse();
+    let expires = String::from_utf8(expires).expect("ascii");
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SIGNING_KEY.as_bytes()).expect("key");
+    mac.update(format!("handoff:preview|{sandbox_id}|{port}|{expires}").as_bytes());
+    let tag = mac.finalize().into_bytes();
+    const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+    let (mut acc, mut bits, mut b32) = (0u32, 0u32, String::new());
+    for &b in &tag[..10] {
+        acc = (acc << 8) | u32::from(b);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            b32.push(ALPHABET[((acc >> bits) & 0x1f) as usize] as char);
+        }
+    }
+    let body = sandbox_id.trim_start_matches("sbx_");
+    format!(
+        "http://{port}-{expires}-{body}-{b32}.{}:{worker_port}/",
+        crate::PREVIEW_BASE
+    )
 }
 
 /// A sandbox daemon token for `sandbox_id`, as the Worker mints them, expiring

@@ -109,9 +109,17 @@ impl Worker {
     pub fn start(options: WorkerOptions) -> Worker {
         let dir = crate::scratch_dir("it");
         std::fs::create_dir_all(dir.join("state")).expect("create instance dir");
+        let port = free_port();
+        let mut options = options;
+        if !options.vars.iter().any(|(k, _)| k == "HANDOFF_PREVIEW_URL") {
+            options = options.var(
+                "HANDOFF_PREVIEW_URL",
+                format!("http://{}:{port}", crate::PREVIEW_BASE),
+            );
+        }
         write_config(&dir, &options);
         let mut worker = Worker {
-            port: free_port(),
+            port,
             dir,
             child: None,
         };

@@ -89,6 +89,12 @@ fn start_all(
     )?;
 
     let mut vars = vec![format!("SANDBOX_DAEMON_URL:http://127.0.0.1:{daemon_port}")];
+    // Previews get origins of their own: browsers resolve *.localhost to this machine.
+    if !secrets.preview_configured {
+        vars.push(format!(
+            "HANDOFF_PREVIEW_URL:http://preview.localhost:{port}"
+        ));
+    }
     let demo = if options.demo {
         let (server, demo) = start_demo(tools)?;
         servers.push(server);
@@ -205,6 +211,8 @@ struct Secrets {
     api_token: String,
     daemon: String,
     passphrase: String,
+    /// `.dev.vars` names its own preview base (a tunnel, say).
+    preview_configured: bool,
 }
 
 /// Creates `.dev.vars` (or adds what it lacks): a local API token and the keys the Worker signs
@@ -247,6 +255,7 @@ fn ensure_dev_vars() -> Result<Secrets> {
         api_token: first.split_once(':').map_or(first, |(_, t)| t).to_string(),
         daemon: value_of(&text, "SANDBOX_DAEMON_SECRET").unwrap_or_default(),
         passphrase: value_of(&text, "HANDOFF_OWNER_PASSPHRASE").unwrap_or_default(),
+        preview_configured: value_of(&text, "HANDOFF_PREVIEW_URL").is_some(),
     })
 }
 

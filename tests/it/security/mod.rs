@@ -2,6 +2,7 @@
 //! the boundary held and that the legitimate use next to it still works.
 
 mod isolation;
+mod preview;
 mod proxy;
 mod push;
 mod sandbox;
