@@ -48,6 +48,12 @@ pub fn run_page_url(env: &Env, base_url: &str, run_id: &str, now_ms: i64) -> Opt
     Some(format!("{base_url}/runs/{run_id}?token={token}"))
 }
 
+/// The run page URL without a token (for places others read, such as pull requests): it
+/// opens only for the owner signed in.
+pub fn run_page_plain_url(base_url: &str, run_id: &str) -> String {
+    format!("{base_url}/runs/{run_id}")
+}
+
 /// Checks that `token` is a live run-page token for `run_id`.
 pub fn verify_run_page_token(env: &Env, run_id: &str, token: &str) -> Result<()> {
     let claims = verify(env, token, RUN_PAGE_AUDIENCE)?;

@@ -1,7 +1,10 @@
-//! The run page `/runs/<runId>?token=…`: a signed link shows one run's status, live progress
-//! (phase, the agent's steps, tokens, cost) and result, refreshing itself while the run is
-//! active; `/runs/<runId>/transcript?token=…` serves the full agent transcript. No secrets are
-//! ever on either: proxy tokens never reach the ledger and the transcript holds none.
+//! The run page `/runs/<runId>`: one run's status, live progress (phase, the agent's steps,
+//! tokens, cost) and result, refreshing itself while the run is active;
+//! `/runs/<runId>/transcript` serves the full agent transcript. Either opens with a signed link
+//! (`?token=…`, handed to the MCP client) or for the owner signed in on this browser; anyone
+//! else is sent to sign in (the link in a pull request carries no token, since everyone who can
+//! read the pull request can read it). No secrets are ever on either: proxy tokens never reach
+//! the ledger and the transcript holds none.
 
 use crate::error::{ErrorKind, Result};
 use crate::html::{self, escape};
@@ -9,6 +12,7 @@ use crate::http;
 use crate::ids;
 use crate::ledger::Ledger;
 use crate::links;
+use crate::oauth;
 use crate::runs::RunRecord;
 use crate::session::transcript_key;
 use crate::time::rfc3339;
@@ -28,22 +32,30 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
     let token = url
         .query_pairs()
         .find(|(k, _)| k == "token")
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_default();
-    if let Err(e) = links::verify_run_page_token(env, run_id, &token) {
-        let status = if e.kind == ErrorKind::NotConfigured {
-            503
-        } else {
-            404
-        };
-        return respond(
-            status,
-            &page(
-                "Link not valid",
-                &format!("<p>{}</p>", escape(&e.message)),
-                false,
-            ),
-        );
+        .map(|(_, v)| v.into_owned());
+    // A signed link (handed to the MCP client), or the owner signed in on this browser — the
+    // only way in for links without a token, such as the one in the pull request.
+    let owner = oauth::signed_in_owner(env, &req).is_some();
+    match &token {
+        Some(token) if !owner => {
+            if let Err(e) = links::verify_run_page_token(env, run_id, token) {
+                let status = if e.kind == ErrorKind::NotConfigured {
+                    503
+                } else {
+                    404
+                };
+                return respond(
+                    status,
+                    &page(
+                        "Link not valid",
+                        &format!("<p>{}</p>", escape(&e.message)),
+                        false,
+                    ),
+                );
+            }
+        }
+        None if !owner => return sign_in(&path),
+        _ => {}
     }
     if transcript {
         return serve_transcript(env, run_id).await;
@@ -59,7 +71,10 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
         Err(e) => return Err(e),
     };
     let active = !run.status.is_terminal();
-    let transcript_link = format!("/runs/{run_id}/transcript?token={}", urlencode(&token));
+    let transcript_link = match &token {
+        Some(token) => format!("/runs/{run_id}/transcript?token={}", urlencode(token)),
+        None => format!("/runs/{run_id}/transcript"),
+    };
     respond(
         200,
         &page(&run.title, &run_body(&run, &transcript_link), active),
@@ -95,7 +110,15 @@ async fn serve_transcript(env: &Env, run_id: &str) -> Result<Response> {
 }
 
 fn urlencode(value: &str) -> String {
-    crate::sandbox::daemon::urlencode(value)
+    worker::url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+/// Sends a browser without a signed link to the owner's sign-in, and back here afterwards.
+fn sign_in(path: &str) -> Result<Response> {
+    let headers = worker::Headers::new();
+    headers.set("location", &oauth::sign_in_url(path))?;
+    headers.set("cache-control", "no-store")?;
+    Ok(Response::empty()?.with_status(302).with_headers(headers))
 }
 
 fn run_body(run: &RunRecord, transcript_link: &str) -> String {
@@ -163,7 +186,10 @@ fn run_body(run: &RunRecord, transcript_link: &str) -> String {
             let commits: Vec<String> = outcome
                 .commits
                 .iter()
-                .map(|c| format!("{} {}", &c.sha[..c.sha.len().min(10)], c.message))
+                .map(|c| {
+                    let short: String = c.sha.chars().take(10).collect();
+                    format!("{short} {}", c.message)
+                })
                 .collect();
             rows.push(row("Commits", &commits.join("\n")));
         }

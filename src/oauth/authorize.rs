@@ -308,7 +308,7 @@ pub fn redirect(uri: &str, pairs: &[(&str, &str)], set_cookie: Option<String>) -
 }
 
 /// A browser form post must come from this deployment's own pages (Origin, when sent).
-fn same_origin(req: &Request, base: &str) -> bool {
+pub(super) fn same_origin(req: &Request, base: &str) -> bool {
     let Some(origin) = req.headers().get("origin").ok().flatten() else {
         return true;
     };

@@ -1,5 +1,5 @@
-//! Optional owner sign-in with GitHub (an OAuth App): `GET /oauth/github?request=…` sends the
-//! browser to GitHub with a signed state bound to this browser by a nonce cookie; the callback
+//! Optional owner sign-in with GitHub (an OAuth App): `GET /oauth/github?request=…` (a consent
+//! request) or `?next=/runs/…` (a page to return to) sends the browser to GitHub with a signed state bound to this browser by a nonce cookie; the callback
 //! exchanges the code, reads the user's login, and signs the owner in when the login is listed
 //! in `HANDOFF_OWNER_GITHUB_LOGINS`. GitHub's token is used for that one call and dropped.
 
@@ -18,6 +18,8 @@ use std::time::Duration;
 use worker::{url, Delay, Env, Fetch, Headers, Method, Request, RequestInit, Response};
 
 const STATE_AUDIENCE: &str = "handoff:github-state";
+/// A state subject that is a page to return to rather than a consent request.
+const NEXT_PREFIX: &str = "next:";
 const NONCE_COOKIE: &str = "handoff_github";
 const STATE_TTL_SECS: i64 = 600;
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -35,15 +37,22 @@ pub async fn start(req: Request, env: &Env, base: &str) -> Result<Response> {
         );
     };
     let params = Params::from_query(&req).ok();
-    let id = params.as_ref().and_then(|p| p.get("request")).unwrap_or("");
-    if let Err(e) = AuthStore::get(env)?.get_request(id, vec![]).await {
-        return consent::error_page(404, "Request expired", &e.message);
-    }
+    // Back to a consent request, or to a page of this deployment (`next`).
+    let subject = match params.as_ref().and_then(|p| p.get("next")) {
+        Some(next) => format!("{NEXT_PREFIX}{}", super::signin::safe_next(Some(next))),
+        None => {
+            let id = params.as_ref().and_then(|p| p.get("request")).unwrap_or("");
+            if let Err(e) = AuthStore::get(env)?.get_request(id, vec![]).await {
+                return consent::error_page(404, "Request expired", &e.message);
+            }
+            id.to_string()
+        }
+    };
     let nonce = ids::new_secret("");
     let state = owner::sign(
         env,
         &Claims {
-            sub: id.to_string(),
+            sub: subject,
             aud: STATE_AUDIENCE.to_string(),
             exp: now_ms() / 1000 + STATE_TTL_SECS,
             nonce: Some(nonce.clone()),
@@ -109,10 +118,18 @@ pub async fn callback(req: Request, env: &Env, base: &str) -> Result<Response> {
         return consent::error_page(400, "GitHub sign-in failed", "GitHub sent no code.");
     };
     let store = AuthStore::get(env)?;
-    if let Err(e) = store
-        .get_request(&claims.sub, owner::signin_limits(env, &req, false))
-        .await
-    {
+    let next = claims.sub.strip_prefix(NEXT_PREFIX).map(str::to_string);
+    let checked = match &next {
+        Some(_) => store
+            .call::<Value>(owner::signin_limits(env, &req, false), Op::Count)
+            .await
+            .map(|_| ()),
+        None => store
+            .get_request(&claims.sub, owner::signin_limits(env, &req, false))
+            .await
+            .map(|_| ()),
+    };
+    if let Err(e) = checked {
         return consent::store_problem(&e);
     }
     let login = match github_login(&github, code, base).await {
@@ -143,10 +160,11 @@ pub async fn callback(req: Request, env: &Env, base: &str) -> Result<Response> {
     }
     let owner = format!("github:{}", login.to_ascii_lowercase());
     let headers = Headers::new();
-    headers.set(
-        "location",
-        &format!("/oauth/consent?request={}", claims.sub),
-    )?;
+    let location = match next {
+        Some(next) => super::signin::safe_next(Some(&next)),
+        None => format!("/oauth/consent?request={}", claims.sub),
+    };
+    headers.set("location", &location)?;
     headers.set("cache-control", "no-store")?;
     if let Some(cookie) = owner::session_cookie(env, &owner, owner::is_https(base)) {
         headers.append("set-cookie", &cookie)?;

@@ -12,6 +12,7 @@ mod metadata;
 mod owner;
 mod params;
 mod register;
+mod signin;
 mod token;
 
 pub use metadata::{resource_metadata_url, SCOPE};
@@ -45,11 +46,24 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
         (Method::Get, "/oauth/authorize") => authorize::start(req, env, &base).await,
         (Method::Get, "/oauth/consent") => authorize::show(req, env, &base).await,
         (Method::Post, "/oauth/consent") => authorize::decide(req, env, &base).await,
+        (Method::Get, "/oauth/signin") => signin::show(req, env, &base).await,
+        (Method::Post, "/oauth/signin") => signin::submit(req, env, &base).await,
         (Method::Get, "/oauth/github") => github::start(req, env, &base).await,
         (Method::Get, "/oauth/github/callback") => github::callback(req, env, &base).await,
         (_, p) if is_oauth_path(p) => Ok(method_not_allowed(p)),
         _ => Ok(http::not_found(&path)),
     }
+}
+
+/// Who is signed in as the deployment's owner on this browser, if anyone (the owner cookie).
+pub fn signed_in_owner(env: &Env, req: &Request) -> Option<String> {
+    owner::signed_in(env, req)
+}
+
+/// The sign-in page's URL for returning to `next` (a page of this deployment).
+pub fn sign_in_url(next: &str) -> String {
+    let next: String = worker::url::form_urlencoded::byte_serialize(next.as_bytes()).collect();
+    format!("/oauth/signin?next={next}")
 }
 
 /// Whether `path` belongs to this module (for the router).

@@ -1,5 +1,6 @@
-//! The deployment's owner on the consent pages: the passphrase check, the signed owner cookie
-//! that spares a second sign-in for a while, and the CSRF cookie the consent form must echo.
+//! The deployment's owner on the consent and sign-in pages: the passphrase check, the signed
+//! owner cookie that spares a second sign-in for a while (and opens run pages), and the CSRF
+//! cookie the forms must echo.
 
 use super::client_address;
 use super::params::cookie;
@@ -83,10 +84,12 @@ pub fn session_cookie(env: &Env, owner: &str, secure: bool) -> Option<String> {
             nonce: None,
         },
     )?;
+    // Path `/`: the run pages need it too. HttpOnly and host-only, so previews (origins of
+    // their own) never see it.
     Some(cookie_header(
         OWNER_COOKIE,
         &token,
-        "/oauth",
+        "/",
         "Lax",
         OWNER_SESSION_SECS,
         secure,

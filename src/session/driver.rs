@@ -602,8 +602,9 @@ impl Driver<'_> {
                 &checkout.name,
                 &git_token,
             );
-            let page =
-                links::run_page_url(self.env, &self.worker_public_url(run), &run.id, now_ms());
+            // Anyone who can read the pull request can read this link: it needs the owner's
+            // sign-in, never a bearer token.
+            let page = links::run_page_plain_url(&self.worker_public_url(run), &run.id);
             let pushed = match finish::push(
                 &sandbox, checkout, &run.id, &run.title, &summary, &remote,
             )
@@ -632,7 +633,7 @@ impl Driver<'_> {
                     &run.title,
                     &summary,
                     &run.id,
-                    page,
+                    &page,
                 )
                 .await
                 {

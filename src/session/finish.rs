@@ -139,12 +139,12 @@ pub async fn open_pull_request(
     title: &str,
     summary: &str,
     run_id: &str,
-    run_page: Option<String>,
+    run_page: &str,
 ) -> Result<String> {
-    let mut body = format!("{summary}\n\n---\nOpened by handoff for run `{run_id}`.");
-    if let Some(page) = run_page {
-        body.push_str(&format!(" [Follow the run]({page})"));
-    }
+    let body = format!(
+        "{summary}\n\n---\nOpened by handoff for run `{run_id}`. [The run]({run_page}) (for the \
+         deployment's owner: sign-in required)."
+    );
     let token = config::get(env, config::GITHUB_TOKEN).ok_or_else(|| {
         Error::not_configured(format!(
             "{} is not set: cannot open the pull request",

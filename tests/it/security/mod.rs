@@ -2,7 +2,9 @@
 //! the boundary held and that the legitimate use next to it still works.
 
 mod isolation;
+mod links;
 mod preview;
 mod proxy;
 mod push;
 mod sandbox;
+mod snapshot;
