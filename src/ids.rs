@@ -16,10 +16,14 @@ pub const AUTH_REQUEST: &str = "req_";
 pub const GRANT: &str = "grt_";
 
 /// Fills `buf` with cryptographically secure random bytes.
+///
+/// # Panics
+/// When the platform's generator fails. Every id and secret comes from here; going on with
+/// predictable bytes would hand out guessable tokens, so the request fails instead.
 pub fn random_bytes(buf: &mut [u8]) {
-    // The platform CSPRNG (crypto.getRandomValues in workerd) cannot fail for small buffers; if it
-    // ever did, an all-zero id would collide on insert and surface as an error, never silently.
-    let _ = getrandom::fill(buf);
+    if let Err(e) = getrandom::fill(buf) {
+        panic!("the platform's random number generator failed ({e}); refusing to continue");
+    }
 }
 
 /// A 256-bit secret in unpadded base64url after `prefix`: tokens, codes, CSRF values.

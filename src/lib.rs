@@ -10,6 +10,7 @@ mod http;
 mod ids;
 mod ledger;
 mod links;
+mod mac;
 mod mcp;
 mod oauth;
 mod page;

@@ -122,7 +122,6 @@ pub fn verify_preview_host(env: &Env, host: &str) -> Result<(String, u16)> {
 }
 
 fn preview_mac(env: &Env, sandbox_id: &str, port: u16, expires: &str) -> Result<String> {
-    use hmac::{KeyInit, Mac};
     let key = config::signing_key(env).ok_or_else(|| {
         Error::not_configured(format!(
             "preview links need {} (at least {} characters) on this deployment",
@@ -130,11 +129,11 @@ fn preview_mac(env: &Env, sandbox_id: &str, port: u16, expires: &str) -> Result<
             config::MIN_SIGNING_KEY_LEN
         ))
     })?;
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key)
-        .map_err(|e| Error::internal(e.to_string()))?;
-    mac.update(format!("handoff:preview|{sandbox_id}|{port}|{expires}").as_bytes());
-    let tag = mac.finalize().into_bytes();
-    Ok(crate::ids::base32(&tag[..10]))
+    Ok(crate::mac::tag(
+        &key,
+        "handoff:preview",
+        &format!("{sandbox_id}|{port}|{expires}"),
+    ))
 }
 
 fn radix36(mut n: u64) -> String {

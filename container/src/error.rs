@@ -57,7 +57,13 @@ impl std::error::Error for ApiError {}
 
 impl From<std::io::Error> for ApiError {
     fn from(e: std::io::Error) -> Self {
-        ApiError::internal(format!("I/O error: {e}"))
+        match e.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => ApiError::too_large(
+                "the sandbox's disk is full (its quota is used up): delete files in the \
+                 workspace, then try again",
+            ),
+            _ => ApiError::internal(format!("I/O error: {e}")),
+        }
     }
 }
 

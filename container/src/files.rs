@@ -93,6 +93,7 @@ fn explain(e: io::Error, r: &Resolved) -> ApiError {
         Some(libc::ENOSYS) => {
             ApiError::internal("this kernel lacks openat2 (Linux 5.6 or later is required)")
         }
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => ApiError::from(e),
         _ => ApiError::internal(format!("{}: {e}", r.display)),
     }
 }

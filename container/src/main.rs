@@ -29,7 +29,7 @@ use std::sync::Arc;
 const USAGE: &str = "\
 usage: handoff-sandboxd [--listen ADDR] [--root DIR] [--isolation auto|namespaces|container]
                         [--bwrap PATH] [--uid-base N] [--tools-dir DIR]
-                        [--memory-mb N] [--pids N] [--cpu-millis N]
+                        [--memory-mb N] [--pids N] [--cpu-millis N] [--disk-mb N]
                         [--dangerously-skip-isolation]
 
   --listen      address to serve the API on (default 127.0.0.1:3000)
@@ -44,6 +44,8 @@ usage: handoff-sandboxd [--listen ADDR] [--root DIR] [--isolation auto|namespace
   --tools-dir   a host directory of programs (e.g. opencode) shown read-only at
                 /opt/handoff/bin in every sandbox, first on PATH
   --memory-mb, --pids, --cpu-millis   per-sandbox limits (defaults 2048, 1024, 2000)
+  --disk-mb     disk for each sandbox's workspace and logs, its own ext4 volume (default
+                10240; 0 for none)
   --dangerously-skip-isolation   DEVELOPMENT ONLY: run sandbox commands as plain host
                 processes with the host file system and network in reach
 
@@ -58,6 +60,7 @@ struct Config {
     isolation: Wanted,
     bwrap: Option<PathBuf>,
     uid_base: u32,
+    disk_bytes: u64,
     limits: Limits,
     secret: String,
 }
@@ -70,10 +73,12 @@ fn parse() -> Result<Config, String> {
         isolation: Wanted::Auto,
         bwrap: None,
         uid_base: 3_000_000,
+        disk_bytes: 10240 * 1024 * 1024,
         limits: Limits {
             memory_bytes: Some(2048 * 1024 * 1024),
             pids: Some(1024),
             cpu_millis: Some(2000),
+            disk_bytes: None,
         },
         secret: std::env::var("SANDBOX_DAEMON_SECRET").unwrap_or_default(),
     };
@@ -127,6 +132,7 @@ fn parse() -> Result<Config, String> {
             "--memory-mb" => config.limits.memory_bytes = Some(number()? * 1024 * 1024),
             "--pids" => config.limits.pids = Some(number()?),
             "--cpu-millis" => config.limits.cpu_millis = Some(number()?),
+            "--disk-mb" => config.disk_bytes = number()? * 1024 * 1024,
             _ => return Err(format!("unknown option {flag}\n\n{USAGE}")),
         }
     }
@@ -170,8 +176,15 @@ async fn run() -> Result<(), String> {
         ),
         None => None,
     };
-    let registry = sandbox::Registry::open(root.clone(), tools, host, cgroups, config.uid_base)
-        .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
+    let registry = sandbox::Registry::open(
+        root.clone(),
+        tools,
+        host,
+        cgroups,
+        config.uid_base,
+        config.disk_bytes,
+    )
+    .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
     let isolation = registry.isolation();
     let verifier = auth::Verifier::new(config.secret.as_bytes())?;
     let listener = tokio::net::TcpListener::bind(&config.listen)
@@ -191,14 +204,17 @@ async fn run() -> Result<(), String> {
     for note in &isolation.notes {
         println!("  WARNING: {note}");
     }
+    let registry = Arc::new(registry);
     let app = Arc::new(routes::App {
-        registry: Arc::new(registry),
+        registry: registry.clone(),
         verifier,
     });
-    axum::serve(listener, routes::router(app))
+    let served = axum::serve(listener, routes::router(app))
         .with_graceful_shutdown(shutdown())
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string());
+    registry.shutdown().await;
+    served
 }
 
 fn describe_limits(l: &Limits) -> String {
@@ -211,6 +227,9 @@ fn describe_limits(l: &Limits) -> String {
     }
     if let Some(c) = l.cpu_millis {
         parts.push(format!("{:.1} CPUs", c as f64 / 1000.0));
+    }
+    if let Some(d) = l.disk_bytes {
+        parts.push(format!("disk {} MiB", d / (1024 * 1024)));
     }
     if parts.is_empty() {
         "none enforced".into()

@@ -97,7 +97,9 @@ pub fn incoming_path(sandbox: &Sandbox) -> PathBuf {
 /// Replaces the workspace with the contents of `archive` (the sandbox must be stopped).
 /// Entries that would land outside the new directory are refused by the unpacker.
 pub fn restore(sandbox: &Sandbox, archive: &Path) -> Result<()> {
-    let fresh = snapshot_path(sandbox, "home.restoring");
+    // Beside the workspace, on its file system (its volume, when it has one).
+    let beside = |name: &str| sandbox.home.with_file_name(name);
+    let fresh = beside("home.restoring");
     let _ = std::fs::remove_dir_all(&fresh);
     std::fs::create_dir_all(&fresh)?;
     std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(0o700))?;
@@ -122,7 +124,7 @@ pub fn restore(sandbox: &Sandbox, archive: &Path) -> Result<()> {
         let _ = std::fs::remove_dir_all(&fresh);
         return Err(e);
     }
-    let old = snapshot_path(sandbox, "home.old");
+    let old = beside("home.old");
     let _ = std::fs::remove_dir_all(&old);
     std::fs::rename(&sandbox.home, &old)?;
     std::fs::rename(&fresh, &sandbox.home)?;

@@ -21,7 +21,12 @@ const CODE_PREFIX: &str = "hnd_ac_";
 pub struct Lifetimes {
     pub access_secs: i64,
     pub refresh_secs: i64,
+    /// Tags access tokens (`HANDOFF_SIGNING_KEY`), so forged ones are refused before storage.
+    pub access_tag_key: Option<Vec<u8>>,
 }
+
+/// What an access token's tag is for (see `crate::mac`).
+pub const ACCESS_TAG: &str = "handoff:access-token";
 
 fn refused(error: &str, description: impl Into<String>) -> Result<TokenReply> {
     Ok(TokenReply::Refused {
@@ -177,6 +182,10 @@ fn issue(
     now: i64,
 ) -> Result<IssuedTokens> {
     let access = ids::new_secret(ACCESS_PREFIX);
+    let access = match &lifetimes.access_tag_key {
+        Some(key) => crate::mac::tagged(key, ACCESS_TAG, &access),
+        None => access,
+    };
     store::insert_token(
         sql,
         &store::hash(&access),

@@ -10,7 +10,7 @@ pub use api::{
     AuthMethod, AuthRequest, AuthStore, ClientKind, ClientRecord, Decided, Op, PendingRequest,
     RateHit, TokenReply,
 };
-pub use grants::ACCESS_PREFIX;
+pub use grants::{ACCESS_PREFIX, ACCESS_TAG};
 pub use store::hash as hash_secret;
 
 use crate::config;
@@ -74,6 +74,7 @@ impl AuthStoreObject {
         let lifetimes = Lifetimes {
             access_secs: config::access_token_ttl_secs(&self.env),
             refresh_secs: config::refresh_token_ttl_secs(&self.env),
+            access_tag_key: config::signing_key(&self.env),
         };
         let writes = !matches!(
             envelope.op,

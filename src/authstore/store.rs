@@ -99,6 +99,10 @@ fn kind_name(kind: ClientKind) -> &'static str {
     }
 }
 
+/// Client metadata documents kept at most; beyond it the least recently used are dropped
+/// (they are a cache: a dropped one is fetched again when its client returns).
+pub const MAX_CACHED_DOCUMENTS: i64 = 500;
+
 pub fn put_client(sql: &SqlStorage, client: &ClientRecord, now: i64) -> Result<()> {
     sql.exec(
         "INSERT INTO clients (id, kind, body, created_at, last_used_at) VALUES (?, ?, ?, ?, ?)
@@ -111,6 +115,13 @@ pub fn put_client(sql: &SqlStorage, client: &ClientRecord, now: i64) -> Result<(
             now.into(),
         ],
     )?;
+    if client.kind == ClientKind::Document {
+        sql.exec(
+            "DELETE FROM clients WHERE id IN (SELECT id FROM clients WHERE kind = 'document'
+             ORDER BY last_used_at DESC LIMIT -1 OFFSET ?)",
+            vec![MAX_CACHED_DOCUMENTS.into()],
+        )?;
+    }
     Ok(())
 }
 

@@ -8,6 +8,7 @@ use crate::error::Error;
 use crate::time::now_ms;
 use base64::Engine;
 use futures::future::{select, Either};
+use futures::StreamExt;
 use serde::Deserialize;
 use std::time::Duration;
 use worker::{url, Delay, Env, Fetch, Headers, Method, Request, RequestInit, Url};
@@ -212,7 +213,9 @@ pub fn parse_document(
     })
 }
 
-/// Fetches a metadata document: GET, no redirects, five seconds, 64 KiB at most.
+/// Fetches a metadata document: GET, no redirects, five seconds and 64 KiB at most for the
+/// whole exchange — the body is read in chunks against the same deadline and dropped as soon
+/// as it grows past the cap, before any parsing.
 async fn fetch_document(url: &Url) -> std::result::Result<Vec<u8>, String> {
     let headers = Headers::new();
     let _ = headers.set("accept", "application/json");
@@ -222,26 +225,40 @@ async fn fetch_document(url: &Url) -> std::result::Result<Vec<u8>, String> {
         .with_headers(headers)
         .with_redirect(worker::RequestRedirect::Manual);
     let request = Request::new_with_init(url.as_str(), &init).map_err(|e| e.to_string())?;
-    let fetch = Fetch::Request(request);
-    let fetch = Box::pin(fetch.send());
-    let timer = Box::pin(Delay::from(FETCH_TIMEOUT));
-    let mut response = match select(fetch, timer).await {
-        Either::Left((Ok(response), _)) => response,
-        Either::Left((Err(e), _)) => return Err(format!("could not fetch it ({e})")),
-        Either::Right(_) => return Err("fetching it timed out".into()),
+    let exchange = async move {
+        let mut response = Fetch::Request(request)
+            .send()
+            .await
+            .map_err(|e| format!("could not fetch it ({e})"))?;
+        let status = response.status_code();
+        if status != 200 {
+            return Err(format!("fetching it answered HTTP {status}"));
+        }
+        let too_large = || format!("it is larger than {} KiB", MAX_DOCUMENT_BYTES / 1024);
+        let declared = response
+            .headers()
+            .get("content-length")
+            .ok()
+            .flatten()
+            .and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|n| n > MAX_DOCUMENT_BYTES) {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        let mut stream = response.stream().map_err(|e| e.to_string())?;
+        while let Some(chunk) = stream.next().await {
+            body.extend(chunk.map_err(|e| e.to_string())?);
+            if body.len() > MAX_DOCUMENT_BYTES {
+                return Err(too_large());
+            }
+        }
+        Ok(body)
     };
-    let status = response.status_code();
-    if status != 200 {
-        return Err(format!("fetching it answered HTTP {status}"));
+    let timer = Box::pin(Delay::from(FETCH_TIMEOUT));
+    match select(Box::pin(exchange), timer).await {
+        Either::Left((result, _)) => result,
+        Either::Right(_) => Err("fetching it timed out".into()),
     }
-    let body = response.bytes().await.map_err(|e| e.to_string())?;
-    if body.len() > MAX_DOCUMENT_BYTES {
-        return Err(format!(
-            "it is larger than {} KiB",
-            MAX_DOCUMENT_BYTES / 1024
-        ));
-    }
-    Ok(body)
 }
 
 /// Why a client could not be used.

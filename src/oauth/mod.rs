@@ -18,7 +18,7 @@ mod token;
 pub use metadata::{resource_metadata_url, SCOPE};
 
 use crate::auth::Principal;
-use crate::authstore::{AuthStore, ACCESS_PREFIX};
+use crate::authstore::{AuthStore, ACCESS_PREFIX, ACCESS_TAG};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http;
 use serde_json::json;
@@ -79,6 +79,13 @@ pub fn is_oauth_path(path: &str) -> bool {
 pub async fn verify_access_token(env: &Env, token: &str, base: &str) -> Result<Option<Principal>> {
     if !token.starts_with(ACCESS_PREFIX) || token.len() > 200 {
         return Ok(None);
+    }
+    // Tokens carry a tag under the signing key: a forged or mistyped one is refused here,
+    // without a round trip to the auth store (a flood of them costs the store nothing).
+    if let Some(key) = crate::config::signing_key(env) {
+        if !crate::mac::is_tagged(&key, ACCESS_TAG, token) {
+            return Ok(None);
+        }
     }
     let grant = AuthStore::get(env)?.verify_access(token).await?;
     Ok(grant
@@ -144,10 +151,45 @@ fn method_not_allowed(path: &str) -> Response {
 
 /// The caller's address, for rate limits (Cloudflare sets `cf-connecting-ip`).
 fn client_address(req: &Request) -> String {
-    req.headers()
-        .get("cf-connecting-ip")
-        .ok()
-        .flatten()
-        .filter(|v| !v.is_empty() && v.len() <= 64)
+    let raw = req.headers().get("cf-connecting-ip").ok().flatten();
+    raw.as_deref()
+        .and_then(rate_key)
         .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// The rate-limit key of a client address: an IPv4 address as it is, an IPv6 address by its
+/// /64 — one subscriber's allocation, whose 2^64 addresses would otherwise each count as a
+/// separate client and together lock everyone out of sign-in.
+fn rate_key(address: &str) -> Option<String> {
+    let ip: std::net::IpAddr = address.trim().parse().ok()?;
+    Some(match ip {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate_key;
+
+    #[test]
+    fn ipv6_addresses_count_by_their_64() {
+        assert_eq!(rate_key("203.0.113.7").as_deref(), Some("203.0.113.7"));
+        assert_eq!(
+            rate_key("::ffff:203.0.113.7").as_deref(),
+            Some("203.0.113.7")
+        );
+        let a = rate_key("2001:db8:1:2:aaaa::1");
+        assert_eq!(a.as_deref(), Some("2001:db8:1:2::/64"));
+        assert_eq!(a, rate_key("2001:db8:1:2:ffff:ffff:ffff:ffff"));
+        assert_ne!(a, rate_key("2001:db8:1:3::1"));
+        assert_eq!(rate_key("not an address"), None);
+        assert_eq!(rate_key(""), None);
+    }
 }

@@ -15,12 +15,16 @@ pub struct LimitsView {
     pub max_processes: Option<u64>,
     /// CPU in thousandths of a core.
     pub cpu_millis: Option<u64>,
+    /// Disk for the workspace and process logs together (the sandbox's own file system).
+    pub disk_bytes: Option<u64>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IsolationView {
-    /// `namespaces` (own file system, process and network namespaces) or `none`.
+    /// `namespaces` (own user, file system, process and network namespaces; unprivileged,
+    /// seccomp-filtered), `container` (the container is the boundary) or, in development
+    /// only, `none`.
     pub level: String,
     pub filesystem: String,
     /// `proxy-only` (outbound only through the logging proxy) or `host`.
@@ -94,6 +98,7 @@ impl From<SandboxInfo> for SandboxView {
                     memory_bytes: d.isolation.limits.memory_bytes,
                     max_processes: d.isolation.limits.pids,
                     cpu_millis: d.isolation.limits.cpu_millis,
+                    disk_bytes: d.isolation.limits.disk_bytes,
                 },
                 notes: d.isolation.notes.clone(),
             }),

@@ -579,8 +579,9 @@ async fn a_session_is_continued_after_its_sandbox_slept_and_lost_its_disk() {
         .call_ok("sandbox_pause", json!({"sandboxId": sandbox}))
         .await;
     assert_eq!(paused["status"], "paused");
-    std::fs::remove_dir_all(stack.daemon.sandboxes().join(&sandbox))
-        .expect("drop the sandbox's disk");
+    let dir = stack.daemon.sandboxes().join(&sandbox);
+    handoff_tests::remove_scratch(&dir);
+    assert!(!dir.exists(), "drop the sandbox's disk");
     let second = mcp
         .call_ok(
             "opencode_run_task",

@@ -8,6 +8,8 @@ use serde_json::{json, Value};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use handoff_tests::daemon::Client;
+
 fn daemon() -> &'static Daemon {
     static DAEMON: OnceLock<Daemon> = OnceLock::new();
     DAEMON.get_or_init(|| {
@@ -17,49 +19,10 @@ fn daemon() -> &'static Daemon {
     })
 }
 
-struct Client {
-    http: reqwest::Client,
-    base: String,
-    id: String,
-    token: String,
-}
-
-impl Client {
-    async fn new(id: &str) -> Client {
-        let client = Client {
-            http: reqwest::Client::new(),
-            base: format!("{}/v1/sandboxes/{id}", daemon().url()),
-            id: id.to_string(),
-            token: daemon_token(id, 300),
-        };
-        let created = client.send(reqwest::Method::PUT, "", Some(json!({}))).await;
-        assert_eq!(created.status, 200, "{}", created.body);
-        client
-    }
-
-    async fn send(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> handoff_tests::RawResponse {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .header("authorization", format!("Bearer {}", self.token));
-        if let Some(body) = body {
-            req = req
-                .header("content-type", "application/json")
-                .body(body.to_string());
-        }
-        read(req.send().await.expect("daemon request")).await
-    }
-}
-
 #[tokio::test]
 async fn every_route_but_health_needs_a_token_for_that_sandbox() {
-    let a = Client::new("auth-a").await;
-    let _b = Client::new("auth-b").await;
+    let a = Client::new(daemon(), "auth-a").await;
+    let _b = Client::new(daemon(), "auth-b").await;
     let health = read(
         reqwest::get(format!("{}/v1/health", daemon().url()))
             .await
@@ -98,7 +61,7 @@ async fn every_route_but_health_needs_a_token_for_that_sandbox() {
 
 #[tokio::test]
 async fn malformed_requests_get_the_daemons_json_errors() {
-    let c = Client::new("malformed").await;
+    let c = Client::new(daemon(), "malformed").await;
     let bad_json = read(
         c.http
             .post(format!("{}/exec", c.base))
@@ -143,7 +106,7 @@ async fn malformed_requests_get_the_daemons_json_errors() {
 
 #[tokio::test]
 async fn streaming_exec_sends_output_as_it_comes_then_the_exit() {
-    let c = Client::new("stream").await;
+    let c = Client::new(daemon(), "stream").await;
     let response = c
         .http
         .post(format!("{}/exec/stream", c.base))
@@ -188,7 +151,7 @@ async fn streaming_exec_sends_output_as_it_comes_then_the_exit() {
 
 #[tokio::test]
 async fn background_processes_start_list_log_and_die() {
-    let c = Client::new("procs").await;
+    let c = Client::new(daemon(), "procs").await;
     let started = c
         .send(
             reqwest::Method::POST,

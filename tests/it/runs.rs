@@ -436,9 +436,19 @@ async fn the_run_page_link_is_signed_and_bound_to_its_run() {
         read(reqwest::get(&wrong_run).await.unwrap()).await.status,
         404
     );
+    // Without a token the page is for the signed-in owner: a browser is sent to sign in.
     let no_token = url.split('?').next().unwrap().to_string();
-    assert_eq!(
-        read(reqwest::get(&no_token).await.unwrap()).await.status,
-        404
-    );
+    let anonymous = read(
+        handoff_tests::oauth::http()
+            .get(&no_token)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(anonymous.status, 302);
+    assert!(anonymous
+        .header("location")
+        .unwrap()
+        .starts_with("/oauth/signin?next="));
 }

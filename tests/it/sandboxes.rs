@@ -649,7 +649,7 @@ async fn one_sandbox_cannot_see_another() {
     .await;
     exec(&mcp, &b, "nohup sleep 300 > /dev/null 2>&1 &").await;
     let daemon_root = with_sandboxes().0.sandboxes();
-    let b_host_path = daemon_root.join(&b).join("home/secret.txt");
+    let b_host_path = with_sandboxes().0.workspace(&b).join("secret.txt");
     assert!(b_host_path.exists());
     let probe = exec(
         &mcp,
@@ -711,7 +711,7 @@ async fn a_paused_sandbox_survives_a_daemon_restart_and_losing_its_files() {
     // The daemon restarts and even loses the sandbox's directory: the snapshot in R2 is what
     // brings the workspace back.
     daemon.stop();
-    std::fs::remove_dir_all(daemon.sandboxes().join(&id)).expect("remove the sandbox directory");
+    handoff_tests::remove_scratch(&daemon.sandboxes().join(&id));
     daemon.restart();
     let out = exec(&mcp, &id, "cat work/state.txt").await;
     assert_eq!(out["stdout"], "kept", "{out}");
@@ -725,7 +725,7 @@ async fn a_paused_sandbox_survives_a_daemon_restart_and_losing_its_files() {
     // A running sandbox whose files the daemon lost comes back from its last snapshot at once
     // (the object notices the daemon's "not found", recreates the sandbox and restores it).
     daemon.stop();
-    std::fs::remove_dir_all(daemon.sandboxes().join(&id)).expect("remove the sandbox directory");
+    handoff_tests::remove_scratch(&daemon.sandboxes().join(&id));
     daemon.restart();
     let restored = exec(&mcp, &id, "cat work/state.txt; ls work").await;
     assert_eq!(restored["stdout"], "keptstate.txt\n", "{restored}");

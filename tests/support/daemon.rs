@@ -44,6 +44,17 @@ impl Daemon {
         self.dir.join("sandboxes")
     }
 
+    /// A sandbox's workspace as the host sees it (on the sandbox's volume when it has one).
+    pub fn workspace(&self, id: &str) -> PathBuf {
+        let dir = self.sandboxes().join(id);
+        let on_volume = dir.join("vol/home");
+        if on_volume.is_dir() {
+            on_volume
+        } else {
+            dir.join("home")
+        }
+    }
+
     pub fn pgid(&self) -> Option<i32> {
         self.child.as_ref().map(|c| c.id() as i32)
     }
@@ -113,7 +124,7 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        crate::remove_scratch(&self.dir);
     }
 }
 
@@ -142,4 +153,60 @@ fn health(port: u16) -> bool {
     }
     let mut head = [0u8; 16];
     stream.read(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
+}
+
+/// A client of one sandbox on a daemon, speaking its `/v1` API with a token for that sandbox.
+pub struct Client {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub id: String,
+    pub token: String,
+}
+
+impl Client {
+    /// Creates sandbox `id` on `daemon` (idempotent) and returns a client for it.
+    pub async fn new(daemon: &Daemon, id: &str) -> Client {
+        let client = Client {
+            http: reqwest::Client::new(),
+            base: format!("{}/v1/sandboxes/{id}", daemon.url()),
+            id: id.to_string(),
+            token: crate::links::daemon_token(id, 300),
+        };
+        let created = client
+            .send(reqwest::Method::PUT, "", Some(serde_json::json!({})))
+            .await;
+        assert_eq!(created.status, 200, "{}", created.body);
+        client
+    }
+
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> crate::RawResponse {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("authorization", format!("Bearer {}", self.token));
+        if let Some(body) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(body.to_string());
+        }
+        crate::mcp::read(req.send().await.expect("daemon request")).await
+    }
+
+    /// Runs a shell command to completion (`timeout_ms`) and returns the exec result.
+    pub async fn exec(&self, command: &str, timeout_ms: u64) -> serde_json::Value {
+        let out = self
+            .send(
+                reqwest::Method::POST,
+                "/exec",
+                Some(serde_json::json!({"command": command, "timeout_ms": timeout_ms})),
+            )
+            .await;
+        assert_eq!(out.status, 200, "{}", out.body);
+        out.json()
+    }
 }

@@ -61,6 +61,32 @@ pub fn scratch_dir(kind: &str) -> std::path::PathBuf {
     dir
 }
 
+/// Detaches every mount below `dir` (sandbox volumes a daemon left mounted when it was
+/// killed), so the directory can be removed and nothing stays behind.
+pub fn unmount_below(dir: &std::path::Path) {
+    let prefix = format!("{}/", dir.display());
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    for line in mounts.lines() {
+        let Some(point) = line.split(' ').nth(1) else {
+            continue;
+        };
+        if point.starts_with(&prefix) {
+            if let Ok(c) = std::ffi::CString::new(point) {
+                // SAFETY: a valid C string; detaching a mount this test run made.
+                unsafe {
+                    libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+                }
+            }
+        }
+    }
+}
+
+/// Removes a scratch directory, detaching what is mounted in it first.
+pub fn remove_scratch(dir: &std::path::Path) {
+    unmount_below(dir);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Removes `handoff-<kind>-<pid>-<n>` directories whose process is gone.
 fn sweep_scratch(tmp: &std::path::Path) {
     let Ok(entries) = std::fs::read_dir(tmp) else {
@@ -78,7 +104,7 @@ fn sweep_scratch(tmp: &std::path::Path) {
         };
         let ours = n.parse::<usize>().is_ok() && pid.parse::<u32>().is_ok();
         if ours && !std::path::Path::new("/proc").join(pid).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
+            remove_scratch(&entry.path());
         }
     }
 }

@@ -48,7 +48,7 @@ extern "C" fn cleanup_at_exit() {
     if let Ok(entries) = AT_EXIT.lock() {
         for (pgid, dir) in entries.iter() {
             kill_group(*pgid);
-            let _ = std::fs::remove_dir_all(dir);
+            crate::remove_scratch(dir);
         }
     }
 }

@@ -101,6 +101,9 @@ pub struct Limits {
     pub pids: Option<u64>,
     /// CPU in thousandths of a core.
     pub cpu_millis: Option<u64>,
+    /// Disk for the workspace and the process logs together.
+    #[serde(default)]
+    pub disk_bytes: Option<u64>,
 }
 
 /// Configuration of a sandbox, set at creation and updatable.

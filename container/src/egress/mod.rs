@@ -24,17 +24,21 @@ use std::sync::Mutex;
 /// Entries kept in memory (and read back from disk after a restart).
 const LOG_KEEP: usize = 1000;
 
-/// A sandbox's egress log: newest last in memory, appended to a JSON-lines file.
+/// A sandbox's egress log: newest last in memory, appended to a JSON-lines file that is
+/// rewritten with only the kept entries whenever it holds twice as many (so a sandbox opening
+/// connections forever cannot fill the host's disk through it).
 pub struct Log {
     file: PathBuf,
-    entries: Mutex<VecDeque<EgressEntry>>,
+    entries: Mutex<(VecDeque<EgressEntry>, usize)>,
 }
 
 impl Log {
     pub fn open(file: PathBuf) -> Log {
         let mut entries = VecDeque::new();
+        let mut lines = 0;
         if let Ok(text) = std::fs::read_to_string(&file) {
             for line in text.lines() {
+                lines += 1;
                 if let Ok(entry) = serde_json::from_str::<EgressEntry>(line) {
                     if entries.len() == LOG_KEEP {
                         entries.pop_front();
@@ -45,32 +49,46 @@ impl Log {
         }
         Log {
             file,
-            entries: Mutex::new(entries),
+            entries: Mutex::new((entries, lines)),
         }
     }
 
     pub fn record(&self, entry: EgressEntry) {
-        if let Ok(line) = serde_json::to_string(&entry) {
-            if let Ok(mut f) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .open(&self.file)
-            {
-                let _ = writeln!(f, "{line}");
-            }
-        }
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let (entries, lines) = &mut *guard;
         if entries.len() == LOG_KEEP {
             entries.pop_front();
         }
         entries.push_back(entry);
+        let rewrite = *lines >= 2 * LOG_KEEP;
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).mode(0o600);
+        if rewrite {
+            options.write(true).truncate(true);
+        } else {
+            options.append(true);
+        }
+        let Ok(mut f) = options.open(&self.file) else {
+            return;
+        };
+        let written: &[EgressEntry] = if rewrite {
+            entries.make_contiguous()
+        } else {
+            std::slice::from_ref(entries.back().expect("just pushed"))
+        };
+        for e in written {
+            if let Ok(line) = serde_json::to_string(e) {
+                let _ = writeln!(f, "{line}");
+            }
+        }
+        *lines = if rewrite { entries.len() } else { *lines + 1 };
     }
 
     /// Newest first, optionally only one verdict.
     pub fn read(&self, limit: usize, verdict: Option<Verdict>) -> Vec<EgressEntry> {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries
+        let guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        guard
+            .0
             .iter()
             .rev()
             .filter(|e| verdict.is_none_or(|v| e.verdict == v))
@@ -206,6 +224,31 @@ pub fn split_host_port(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_log_file_stays_bounded() {
+        let file =
+            std::env::temp_dir().join(format!("handoff-egress-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&file);
+        let log = Log::open(file.clone());
+        for i in 0..(5 * LOG_KEEP) {
+            log.record(EgressEntry {
+                at: i as i64,
+                host: "example.com".into(),
+                port: 443,
+                method: "CONNECT".into(),
+                verdict: Verdict::Allowed,
+                reason: "test".into(),
+            });
+        }
+        let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+        assert!(lines <= 2 * LOG_KEEP, "{lines} lines");
+        let reopened = Log::open(file.clone());
+        let newest = reopened.read(1, None);
+        assert_eq!(newest[0].at, (5 * LOG_KEEP - 1) as i64);
+        assert_eq!(reopened.read(LOG_KEEP + 5, None).len(), LOG_KEEP);
+        let _ = std::fs::remove_file(&file);
+    }
 
     fn spec(allow: &[&str], deny: &[&str]) -> SandboxSpec {
         SandboxSpec {

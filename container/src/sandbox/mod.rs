@@ -12,6 +12,7 @@ pub mod cgroup;
 pub mod confine;
 pub mod isolation;
 pub mod seccomp;
+pub mod volume;
 
 use crate::egress;
 use crate::error::{ApiError, Result};
@@ -42,6 +43,10 @@ pub struct Registry {
     etc: Vec<PathBuf>,
     /// Host user of slot 0 (kept for the start-up probe); sandbox `n` gets `uid_base + n`.
     uid_base: u32,
+    /// Per-sandbox file systems (disk quotas), where the host allows them.
+    volumes: Option<volume::Volumes>,
+    /// Why there are no quotas, when there are none.
+    volumes_missing: Option<String>,
     sandboxes: Mutex<HashMap<String, Arc<Sandbox>>>,
 }
 
@@ -106,10 +111,15 @@ impl Registry {
         host: HostIsolation,
         cgroups: Option<Cgroups>,
         uid_base: u32,
+        disk_bytes: u64,
     ) -> std::io::Result<Registry> {
         std::fs::create_dir_all(&root)?;
         // Sandbox users must reach their own workspace (and only that) below the root.
         set_mode(&root, 0o711)?;
+        let (volumes, volumes_missing) = match volume::Volumes::detect(&root, disk_bytes) {
+            Ok(v) => (Some(v), None),
+            Err(why) => (None, Some(why)),
+        };
         let registry = Registry {
             root,
             tools,
@@ -117,6 +127,8 @@ impl Registry {
             cgroups,
             etc: isolation::etc_files(),
             uid_base,
+            volumes,
+            volumes_missing,
             sandboxes: Mutex::new(HashMap::new()),
         };
         for entry in std::fs::read_dir(&registry.root)?.flatten() {
@@ -128,12 +140,22 @@ impl Registry {
                 .ok()
                 .and_then(|text| serde_json::from_str::<Meta>(&text).ok());
             if let Some(mut meta) = meta {
+                let dir = entry.path();
+                if volume::has_volume(&dir) {
+                    match &registry.volumes {
+                        Some(v) => v.ensure_mounted(&dir).map_err(std::io::Error::other)?,
+                        None => eprintln!(
+                            "handoff-sandboxd: sandbox {id} has a volume, but volumes do not work \
+                             here now; its files are unavailable until they do"
+                        ),
+                    }
+                }
                 if meta.uid.is_none() {
                     // Made before sandboxes had users of their own: hand it to a new one.
                     let uid = registry.free_uid();
-                    registry.prepare_dirs(&entry.path(), uid)?;
+                    registry.prepare_dirs(&dir, uid)?;
                     meta.uid = Some(uid);
-                    write_meta(&entry.path(), &meta)?;
+                    write_meta(&dir, &meta)?;
                 }
                 let sandbox = registry.make(&id, meta);
                 registry.lock().insert(id, sandbox);
@@ -158,7 +180,7 @@ impl Registry {
     /// Modes and owners of a sandbox directory: `0711` root's, the workspace `0700` the
     /// sandbox user's (with everything in it), the daemon's own files `0600`.
     fn prepare_dirs(&self, dir: &Path, uid: u32) -> std::io::Result<()> {
-        let home = dir.join("home");
+        let home = data_dir(dir).join("home");
         std::fs::create_dir_all(&home)?;
         set_mode(dir, 0o711)?;
         set_mode(&home, 0o700)?;
@@ -174,8 +196,17 @@ impl Registry {
 
     pub fn isolation(&self) -> Isolation {
         let mut report = self.host.report.clone();
+        match (&self.volumes, &self.volumes_missing) {
+            (Some(v), _) => report.limits.disk_bytes = Some(v.size_bytes),
+            (None, Some(why)) => report
+                .notes
+                .push(format!("no per-sandbox disk quota: {why}")),
+            (None, None) => {}
+        }
         if let Some(c) = &self.cgroups {
+            let disk = report.limits.disk_bytes;
             report.limits = c.enforced().clone();
+            report.limits.disk_bytes = disk;
         } else {
             report.notes.push(
                 "no writable cgroup hierarchy: memory, process and CPU limits are not enforced"
@@ -189,14 +220,28 @@ impl Registry {
         self.lock().len()
     }
 
+    /// Stops every sandbox and unmounts their volumes (the next start mounts them again).
+    pub async fn shutdown(&self) {
+        let all: Vec<Arc<Sandbox>> = self.lock().values().cloned().collect();
+        for sandbox in all {
+            sandbox.stop().await;
+            if let (Some(volumes), true) = (&self.volumes, volume::has_volume(&sandbox.dir)) {
+                if let Err(e) = volumes.unmount(&sandbox.dir) {
+                    eprintln!("handoff-sandboxd: {}: {e}", sandbox.id);
+                }
+            }
+        }
+    }
+
     fn make(&self, id: &str, meta: Meta) -> Arc<Sandbox> {
         let dir = self.root.join(id);
+        let data = data_dir(&dir);
         Arc::new(Sandbox {
             id: id.to_string(),
-            home: dir.join("home"),
+            home: data.join("home"),
             egress: egress::Log::open(dir.join("egress.jsonl")),
             credentials: Arc::default(),
-            processes: processes::Table::new(dir.join("logs")),
+            processes: processes::Table::new(data.join("logs")),
             tools: self.tools.clone(),
             dir,
             mode: self.host.mode,
@@ -248,6 +293,13 @@ impl Registry {
         };
         let dir = self.root.join(id);
         std::fs::create_dir_all(&dir)?;
+        if let Some(volumes) = &self.volumes {
+            if !volume::has_volume(&dir) {
+                volumes.create(&dir).map_err(|e| {
+                    ApiError::internal(format!("could not make the sandbox's disk: {e}"))
+                })?;
+            }
+        }
         self.prepare_dirs(&dir, uid)?;
         write_meta(&dir, &meta)?;
         let sandbox = self.make(id, meta);
@@ -264,6 +316,9 @@ impl Registry {
             if let Ok(group) = c.create(id) {
                 group.remove();
             }
+        }
+        if let (Some(volumes), true) = (&self.volumes, volume::has_volume(&sandbox.dir)) {
+            volumes.remove(&sandbox.dir).map_err(ApiError::internal)?;
         }
         tokio::fs::remove_dir_all(&sandbox.dir).await?;
         Ok(())
@@ -556,6 +611,16 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// Where a sandbox directory keeps the workspace and the process logs: on its volume when it
+/// has one.
+fn data_dir(dir: &Path) -> PathBuf {
+    if volume::has_volume(dir) {
+        volume::Volumes::mountpoint(dir)
+    } else {
+        dir.to_path_buf()
+    }
 }
 
 /// Writes a sandbox's `sandbox.json` (readable by the daemon only).

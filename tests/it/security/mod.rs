@@ -1,6 +1,7 @@
 //! The attacks SECURITY.md names, each performed against the real stack, each asserting that
 //! the boundary held and that the legitimate use next to it still works.
 
+mod dos;
 mod isolation;
 mod links;
 mod preview;

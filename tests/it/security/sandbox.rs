@@ -28,7 +28,7 @@ async fn exec(mcp: &Mcp, id: &str, command: &str, env: Value) -> Value {
 
 /// The sandbox's workspace as the host sees it.
 fn host_home(id: &str) -> PathBuf {
-    with_sandboxes().0.sandboxes().join(id).join("home")
+    with_sandboxes().0.workspace(id)
 }
 
 /// A system call's number on this architecture, for the probes below.

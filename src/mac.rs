@@ -1,0 +1,62 @@
+//! Short HMAC-SHA256 tags (80 bits, base32) over strings, keyed with `HANDOFF_SIGNING_KEY`:
+//! what a preview origin's name grants, and the tag on OAuth access tokens that lets the Worker
+//! refuse a forged token without asking the auth store.
+
+use hmac::{KeyInit, Mac};
+
+/// The tag of `message` under `key`, for `purpose` (so a tag of one kind never passes as
+/// another).
+pub fn tag(key: &[u8], purpose: &str, message: &str) -> String {
+    // HMAC accepts keys of any length, so this cannot fail.
+    let Ok(mut mac) = hmac::Hmac::<sha2::Sha256>::new_from_slice(key) else {
+        return String::new();
+    };
+    mac.update(purpose.as_bytes());
+    mac.update(b"|");
+    mac.update(message.as_bytes());
+    let full = mac.finalize().into_bytes();
+    crate::ids::base32(&full[..10])
+}
+
+/// Whether `presented` is the tag of `message` (compared in constant time).
+pub fn matches(key: &[u8], purpose: &str, message: &str, presented: &str) -> bool {
+    let expected = tag(key, purpose, message);
+    !expected.is_empty()
+        && expected.len() == presented.len()
+        && expected
+            .bytes()
+            .zip(presented.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+/// `secret` with its tag appended (`secret.tag`).
+pub fn tagged(key: &[u8], purpose: &str, secret: &str) -> String {
+    format!("{secret}.{}", tag(key, purpose, secret))
+}
+
+/// Whether a `secret.tag` value carries its own secret's tag.
+pub fn is_tagged(key: &[u8], purpose: &str, value: &str) -> bool {
+    value
+        .rsplit_once('.')
+        .is_some_and(|(secret, tag)| matches(key, purpose, secret, tag))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_bind_key_purpose_and_message() {
+        let t = tag(b"key", "access", "hnd_at_x");
+        assert_eq!(t.len(), 16);
+        assert!(matches(b"key", "access", "hnd_at_x", &t));
+        assert!(!matches(b"other", "access", "hnd_at_x", &t));
+        assert!(!matches(b"key", "preview", "hnd_at_x", &t));
+        assert!(!matches(b"key", "access", "hnd_at_y", &t));
+        let value = tagged(b"key", "access", "hnd_at_abc");
+        assert!(is_tagged(b"key", "access", &value));
+        assert!(!is_tagged(b"key", "access", "hnd_at_abc"));
+        assert!(!is_tagged(b"key", "access", &format!("{value}x")));
+    }
+}
