@@ -44,7 +44,7 @@ pub struct Registry {
     /// Host user of slot 0 (kept for the start-up probe); sandbox `n` gets `uid_base + n`.
     uid_base: u32,
     /// Per-sandbox file systems (disk quotas), where the host allows them.
-    volumes: Option<volume::Volumes>,
+    volumes: Option<Arc<volume::Pool>>,
     /// Why there are no quotas, when there are none.
     volumes_missing: Option<String>,
     sandboxes: Mutex<HashMap<String, Arc<Sandbox>>>,
@@ -117,7 +117,7 @@ impl Registry {
         // Sandbox users must reach their own workspace (and only that) below the root.
         set_mode(&root, 0o711)?;
         let (volumes, volumes_missing) = match volume::Volumes::detect(&root, disk_bytes) {
-            Ok(v) => (Some(v), None),
+            Ok(v) => (Some(volume::Pool::new(v, &root)), None),
             Err(why) => (None, Some(why)),
         };
         let registry = Registry {
@@ -143,7 +143,10 @@ impl Registry {
                 let dir = entry.path();
                 if volume::has_volume(&dir) {
                     match &registry.volumes {
-                        Some(v) => v.ensure_mounted(&dir).map_err(std::io::Error::other)?,
+                        Some(v) => v
+                            .volumes
+                            .ensure_mounted(&dir)
+                            .map_err(std::io::Error::other)?,
                         None => eprintln!(
                             "handoff-sandboxd: sandbox {id} has a volume, but volumes do not work \
                              here now; its files are unavailable until they do"
@@ -197,7 +200,7 @@ impl Registry {
     pub fn isolation(&self) -> Isolation {
         let mut report = self.host.report.clone();
         match (&self.volumes, &self.volumes_missing) {
-            (Some(v), _) => report.limits.disk_bytes = Some(v.size_bytes),
+            (Some(v), _) => report.limits.disk_bytes = Some(v.volumes.size_bytes),
             (None, Some(why)) => report
                 .notes
                 .push(format!("no per-sandbox disk quota: {why}")),
@@ -225,11 +228,14 @@ impl Registry {
         let all: Vec<Arc<Sandbox>> = self.lock().values().cloned().collect();
         for sandbox in all {
             sandbox.stop().await;
-            if let (Some(volumes), true) = (&self.volumes, volume::has_volume(&sandbox.dir)) {
-                if let Err(e) = volumes.unmount(&sandbox.dir) {
+            if let (Some(pool), true) = (&self.volumes, volume::has_volume(&sandbox.dir)) {
+                if let Err(e) = pool.volumes.unmount(&sandbox.dir) {
                     eprintln!("handoff-sandboxd: {}: {e}", sandbox.id);
                 }
             }
+        }
+        if let Some(pool) = &self.volumes {
+            pool.drain();
         }
     }
 
@@ -295,7 +301,7 @@ impl Registry {
         std::fs::create_dir_all(&dir)?;
         if let Some(volumes) = &self.volumes {
             if !volume::has_volume(&dir) {
-                volumes.create(&dir).map_err(|e| {
+                volumes.provide(&dir).map_err(|e| {
                     ApiError::internal(format!("could not make the sandbox's disk: {e}"))
                 })?;
             }
@@ -317,8 +323,10 @@ impl Registry {
                 group.remove();
             }
         }
-        if let (Some(volumes), true) = (&self.volumes, volume::has_volume(&sandbox.dir)) {
-            volumes.remove(&sandbox.dir).map_err(ApiError::internal)?;
+        if let (Some(pool), true) = (&self.volumes, volume::has_volume(&sandbox.dir)) {
+            pool.volumes
+                .remove(&sandbox.dir)
+                .map_err(ApiError::internal)?;
         }
         tokio::fs::remove_dir_all(&sandbox.dir).await?;
         Ok(())

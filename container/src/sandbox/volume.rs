@@ -4,6 +4,10 @@
 //! fills its disk gets `ENOSPC` and the host's disk stays free. Only the kernel writes the
 //! image's metadata; nothing from a sandbox is ever mounted. Hosts without root, loop devices
 //! or e2fsprogs run sandboxes without a quota and say so.
+//!
+//! Formatting and mounting a volume takes ~20 ms, so a [`Pool`] keeps a few formatted and
+//! mounted in `<root>/.volumes`; a new sandbox moves one into place (`mount --move`) and the
+//! pool is refilled in the background.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -147,6 +151,124 @@ impl Volumes {
     pub fn remove(&self, dir: &Path) -> Result<(), String> {
         self.unmount(dir)?;
         let _ = std::fs::remove_file(dir.join(IMAGE));
+        Ok(())
+    }
+}
+
+/// Volumes made ahead of need.
+pub struct Pool {
+    pub volumes: Volumes,
+    dir: PathBuf,
+    ready: std::sync::Mutex<Vec<PathBuf>>,
+    filling: std::sync::atomic::AtomicBool,
+    /// Set when the daemon stops: no more volumes are made.
+    closed: std::sync::atomic::AtomicBool,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// Volumes kept ready.
+const POOL_SIZE: usize = 2;
+
+impl Pool {
+    /// A pool in `<root>/.volumes`, emptied of anything an earlier daemon left.
+    pub fn new(volumes: Volumes, root: &Path) -> std::sync::Arc<Pool> {
+        let dir = root.join(".volumes");
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                let _ = volumes.remove(&entry.path());
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let pool = std::sync::Arc::new(Pool {
+            volumes,
+            dir,
+            ready: std::sync::Mutex::new(Vec::new()),
+            filling: std::sync::atomic::AtomicBool::new(false),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            next: std::sync::atomic::AtomicU64::new(0),
+        });
+        pool.refill();
+        pool
+    }
+
+    /// Gives `dir` its volume: one from the pool, or a new one when the pool is empty.
+    pub fn provide(self: &std::sync::Arc<Self>, dir: &Path) -> Result<(), String> {
+        let ready = self.ready.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let provided = match ready {
+            Some(slot) => self.volumes.adopt(&slot, dir),
+            None => self.volumes.create(dir),
+        };
+        self.refill();
+        provided
+    }
+
+    /// Makes volumes in the background until `POOL_SIZE` are ready.
+    fn refill(self: &std::sync::Arc<Self>) {
+        use std::sync::atomic::Ordering;
+        if self.filling.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let pool = self.clone();
+        std::thread::spawn(move || {
+            while !pool.closed.load(Ordering::SeqCst)
+                && pool.ready.lock().map(|r| r.len()).unwrap_or(POOL_SIZE) < POOL_SIZE
+            {
+                let n = pool.next.fetch_add(1, Ordering::SeqCst);
+                let slot = pool.dir.join(n.to_string());
+                let made = std::fs::create_dir_all(&slot)
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| pool.volumes.create(&slot));
+                match made {
+                    Ok(()) => pool
+                        .ready
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(slot),
+                    Err(e) => {
+                        eprintln!("handoff-sandboxd: could not prepare a volume: {e}");
+                        let _ = std::fs::remove_dir_all(&slot);
+                        break;
+                    }
+                }
+            }
+            pool.filling.store(false, Ordering::SeqCst);
+        });
+    }
+
+    /// Stops making volumes, then unmounts and removes the ones kept ready.
+    pub fn drain(&self) {
+        use std::sync::atomic::Ordering;
+        self.closed.store(true, Ordering::SeqCst);
+        for _ in 0..250 {
+            if !self.filling.load(Ordering::SeqCst) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let ready: Vec<PathBuf> =
+            std::mem::take(&mut *self.ready.lock().unwrap_or_else(|p| p.into_inner()));
+        for slot in ready {
+            let _ = self.volumes.remove(&slot);
+            let _ = std::fs::remove_dir_all(&slot);
+        }
+    }
+}
+
+impl Volumes {
+    /// Moves the mounted volume of pool slot `slot` to `dir` (image and mount both).
+    fn adopt(&self, slot: &Path, dir: &Path) -> Result<(), String> {
+        std::fs::rename(slot.join(IMAGE), dir.join(IMAGE)).map_err(|e| e.to_string())?;
+        let target = Self::mountpoint(dir);
+        std::fs::create_dir_all(&target).map_err(|e| e.to_string())?;
+        run(
+            &self.mount,
+            &[
+                "--move".as_ref(),
+                Self::mountpoint(slot).as_os_str(),
+                target.as_os_str(),
+            ],
+        )?;
+        let _ = std::fs::remove_dir_all(slot);
         Ok(())
     }
 }
