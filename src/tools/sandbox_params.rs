@@ -154,8 +154,9 @@ pub struct DownloadDirParams {
     pub path: Option<String>,
 }
 
-/// Publish a port of a sandbox as an HTTPS preview URL: a signed, unguessable link that
-/// proxies HTTP (streaming included) to a server listening on that port inside the sandbox.
+/// Publish a port of a sandbox as a preview URL: a signed, unguessable link on an origin of its
+/// own that proxies HTTP (streaming included) to a server listening on that port inside the
+/// sandbox. Apps should use relative links; they cannot set cookies.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PreviewParams {

@@ -1,5 +1,5 @@
 //! The sandbox benchmark: `sandbox_exec` of `true` through the whole stack (MCP → Worker →
-//! sandbox Durable Object → daemon → nsenter into the sandbox) with its share, create-to-ready,
+//! sandbox Durable Object → daemon → into the sandbox) with its share, create-to-ready,
 //! and the daemon's resident memory when idle.
 
 use crate::stats::{measure, report, verdict};

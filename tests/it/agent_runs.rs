@@ -2,32 +2,15 @@
 //! the scripted LLM plays the model and the local forge plays GitHub.
 
 use handoff_tests::mcp::read;
+use handoff_tests::runs::{repo_name, status, terminal};
 use handoff_tests::stack::{
     self, RunStack, CANARY_ANTHROPIC_KEY, CANARY_GITHUB_TOKEN, CANARY_OPENAI_KEY, PROXY_SECRET,
 };
 use handoff_tests::Mcp;
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(240);
-static REPO: AtomicUsize = AtomicUsize::new(0);
-
-fn repo_name(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        REPO.fetch_add(1, Ordering::SeqCst)
-    )
-}
-
-fn status(run: &Value) -> &str {
-    run["status"].as_str().unwrap_or_default()
-}
-
-fn terminal(run: &Value) -> bool {
-    matches!(status(run), "completed" | "failed" | "cancelled")
-}
 
 async fn start(mcp: &Mcp, arguments: Value) -> (String, String) {
     let out = mcp.call_ok("opencode_run_task", arguments).await;

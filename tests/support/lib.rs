@@ -10,6 +10,7 @@ pub mod links;
 pub mod llm;
 pub mod mcp;
 pub mod oauth;
+pub mod runs;
 pub mod stack;
 pub mod worker;
 

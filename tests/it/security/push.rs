@@ -6,30 +6,14 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use handoff_tests::links::proxy_token;
+use handoff_tests::runs::{repo_name, terminal};
 use handoff_tests::stack::{self, RunStack, PROXY_SECRET};
 use handoff_tests::Mcp;
 use serde_json::{json, Value};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(240);
-static REPO: AtomicUsize = AtomicUsize::new(0);
-
-fn repo_name(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        REPO.fetch_add(1, Ordering::SeqCst)
-    )
-}
-
-fn terminal(run: &Value) -> bool {
-    matches!(
-        run["status"].as_str(),
-        Some("completed" | "failed" | "cancelled")
-    )
-}
 
 async fn run_to_end(mcp: &Mcp, arguments: Value) -> (String, Value) {
     let out = mcp.call_ok("opencode_run_task", arguments).await;

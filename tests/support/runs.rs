@@ -1,0 +1,24 @@
+//! Small helpers for tests that start delegated runs.
+
+use serde_json::Value;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A repository name no other test of this process uses.
+pub fn repo_name(prefix: &str) -> String {
+    static REPO: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        REPO.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// A run's status.
+pub fn status(run: &Value) -> &str {
+    run["status"].as_str().unwrap_or_default()
+}
+
+/// Whether a run has ended.
+pub fn terminal(run: &Value) -> bool {
+    matches!(status(run), "completed" | "failed" | "cancelled")
+}
