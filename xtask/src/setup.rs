@@ -137,16 +137,22 @@ fn ensure_npm_packages() -> Result {
 }
 
 /// Debian packages the local sandbox backend uses, by the command that shows they are there.
-const DEBIAN_PACKAGES: [(&str, &str); 3] =
-    [("bubblewrap", "bwrap"), ("git", "git"), ("ripgrep", "rg")];
+/// Debian packages the local sandbox backend (and the programs sandboxes run from the host's
+/// `/usr`) use, each with the files that show it is installed — absolute paths, because the
+/// sandboxes see `/usr`, not whatever else is first on this shell's PATH.
+const DEBIAN_PACKAGES: [(&str, &[&str]); 6] = [
+    ("bubblewrap", &["/usr/bin/bwrap"]),
+    ("git", &["/usr/bin/git"]),
+    ("ripgrep", &["/usr/bin/rg"]),
+    ("e2fsprogs", &["/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"]),
+    ("python3", &["/usr/bin/python3"]),
+    ("perl", &["/usr/bin/perl"]),
+];
 
 fn ensure_debian_packages() -> Result {
     let missing: Vec<&str> = DEBIAN_PACKAGES
         .iter()
-        .filter(|(_, command)| {
-            proc::output(Command::new("sh").args(["-c", &format!("command -v {command}")]))
-                .is_none()
-        })
+        .filter(|(_, paths)| !paths.iter().any(|p| Path::new(p).exists()))
         .map(|(package, _)| *package)
         .collect();
     if missing.is_empty() {
