@@ -343,6 +343,13 @@ async fn secrets_never_reach_the_sandbox_and_scoped_tokens_stay_in_scope() {
         transcript.body.contains("OPENCODE_CONFIG_CONTENT"),
         "the agent dumped its environment"
     );
+    // The agent (OpenCode and the commands it runs) is as unprivileged as any sandbox process.
+    assert!(
+        transcript
+            .body
+            .contains("AGENT-UID=1000 CapEff:0000000000000000"),
+        "the agent ran with privileges"
+    );
     assert_no_canary("the transcript", &transcript.body);
     let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
     let probe = mcp

@@ -61,7 +61,7 @@ pub fn script(scenario: &str, step: usize) -> Reply {
             _ => Reply::Text("Committed the fix on agent/own-branch.".into()),
         },
         "env-dump" => match step {
-            0 => bash("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; ps -eo args"),
+            0 => bash("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; ps -eo args; echo AGENT-UID=$(id -u) $(grep CapEff /proc/self/status | tr -d '\\t')"),
             1 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh"),
             _ => Reply::Text("Looked around and fixed add.sh.".into()),
         },

@@ -299,3 +299,23 @@ fn random_token() -> Result<String> {
         .map_err(|e| format!("reading /dev/urandom: {e}"))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn local_secrets_are_written_for_the_owner_only() {
+        let path = std::env::temp_dir().join(format!("handoff-dev-vars-{}", std::process::id()));
+        std::fs::write(&path, "OLD=1\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(!private(&path));
+        write_private(&path, "KEY=value\n").unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(private(&path));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "KEY=value\n");
+        let _ = std::fs::remove_file(&path);
+    }
+}

@@ -51,6 +51,8 @@ pub fn run(args: &[String]) -> Result {
             "handoff-wire",
             "-p",
             "handoff-sandbox",
+            "-p",
+            "xtask",
             "--lib",
             "--bins",
         ]),
