@@ -9,30 +9,32 @@
 //! sandbox's user can reach its own workspace and nothing else there.
 
 pub mod cgroup;
+mod command;
 pub mod confine;
+pub mod init;
 pub mod isolation;
+mod layout;
 pub mod seccomp;
+mod validate;
 pub mod volume;
 
 use crate::egress;
 use crate::error::{ApiError, Result};
-use crate::files::{self, Resolved};
 use crate::netns;
 use crate::processes;
 use crate::tree;
 use cgroup::{Cgroups, SandboxCgroup};
-use confine::{Confinement, Credentials, Namespaces};
-use handoff_wire::{Isolation, SandboxSpec, SandboxState, SandboxStatus, WORKSPACE};
-use isolation::{HostIsolation, Init, Mode, PROXY_PORT, SANDBOX_PATH, SANDBOX_USER};
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
-use std::os::unix::fs::PermissionsExt;
+use confine::Namespaces;
+use handoff_wire::{Isolation, SandboxSpec, SandboxState, SandboxStatus};
+use init::Init;
+use isolation::{HostIsolation, Mode, PROXY_PORT};
+use layout::{data_dir, set_mode, write_meta, Meta, META_FILE};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use tokio::process::Command;
 use tokio::sync::{Mutex as AsyncMutex, RwLock};
-
-const META_FILE: &str = "sandbox.json";
+pub use validate::valid_id;
+use validate::{check_id, check_spec};
 
 pub struct Registry {
     root: PathBuf,
@@ -48,15 +50,6 @@ pub struct Registry {
     /// Why there are no quotas, when there are none.
     volumes_missing: Option<String>,
     sandboxes: Mutex<HashMap<String, Arc<Sandbox>>>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Meta {
-    created_at: i64,
-    spec: SandboxSpec,
-    /// The sandbox's host user (absent in directories made before users existed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    uid: Option<u32>,
 }
 
 pub struct Sandbox {
@@ -98,10 +91,6 @@ pub struct Running {
 pub fn privileged() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
-}
-
-fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
 impl Registry {
@@ -365,7 +354,7 @@ impl Registry {
                         sandbox.uid,
                     )
                     .ok_or_else(|| ApiError::internal("namespaces without bubblewrap"))?;
-                let init = isolation::start_init(&spec).await.map_err(|e| {
+                let init = init::start_init(&spec).await.map_err(|e| {
                     ApiError::unavailable(format!("could not start the sandbox: {e}"))
                 })?;
                 let listener = netns::listen(Some(init.pid), PROXY_PORT)
@@ -428,14 +417,6 @@ impl Sandbox {
         }
     }
 
-    /// Where the workspace is, as the sandbox's processes see it.
-    pub fn workspace_display(&self) -> String {
-        match self.mode {
-            Mode::Namespaces => WORKSPACE.to_string(),
-            _ => self.home.display().to_string(),
-        }
-    }
-
     /// Stops every process and the init; files stay.
     pub async fn stop(&self) {
         let _exclusive = self.gate.write().await;
@@ -447,92 +428,6 @@ impl Sandbox {
         self.processes.kill_all().await;
         let runtime = self.runtime.lock().await.take();
         stop_runtime(runtime).await;
-    }
-
-    /// A command that runs `argv` in `cwd` (a path inside the workspace) within the sandbox,
-    /// as its user and under its confinement, with the sandbox's environment plus `env` —
-    /// applied only to the program inside, never to anything on the host — in its own process
-    /// group and cgroup.
-    pub fn command(
-        &self,
-        running: &Running,
-        argv: &[String],
-        cwd: &Resolved,
-        env: &BTreeMap<String, String>,
-    ) -> Result<Command> {
-        check_env(env)?;
-        let (program, args) = argv
-            .split_first()
-            .ok_or_else(|| ApiError::bad_request("argv must name a program"))?;
-        let cwd = self.path_inside(cwd);
-        let (namespaces, credentials) = match (self.mode, &running.namespaces) {
-            (Mode::Namespaces, Some(ns)) => (Some(ns.clone()), Some(SANDBOX_USER)),
-            (Mode::Namespaces | Mode::Unavailable, _) => {
-                return Err(ApiError::internal("the sandbox is not running"))
-            }
-            (Mode::Container | Mode::None, _) => {
-                (None, self.owner().map(|uid| Credentials { uid, gid: uid }))
-            }
-        };
-        let confinement = Confinement::prepare(
-            running.cgroup.clone(),
-            namespaces,
-            credentials,
-            Some(self.seccomp.clone()),
-            &cwd,
-        )?;
-        let mut cmd = isolation::confined(program, args, confinement)?;
-        cmd.envs(self.base_env())
-            .envs(self.spec().env)
-            .envs(env)
-            .kill_on_drop(true);
-        Ok(cmd)
-    }
-
-    /// The path processes in the sandbox use for a resolved workspace path.
-    pub fn path_inside(&self, resolved: &Resolved) -> String {
-        match self.mode {
-            Mode::Namespaces => resolved.display.clone(),
-            _ => self.home.join(&resolved.relative).display().to_string(),
-        }
-    }
-
-    fn base_env(&self) -> Vec<(String, String)> {
-        let path = match (&self.tools, self.mode) {
-            (Some(_), Mode::Namespaces) => format!("{}:{SANDBOX_PATH}", handoff_wire::TOOLS_DIR),
-            (Some(dir), _) => format!("{}:{SANDBOX_PATH}", dir.display()),
-            (None, _) => SANDBOX_PATH.to_string(),
-        };
-        let mut env = vec![
-            ("PATH".to_string(), path),
-            ("HOME".to_string(), self.workspace_display()),
-            ("LANG".to_string(), "C.UTF-8".to_string()),
-            ("TERM".to_string(), "dumb".to_string()),
-            ("HANDOFF_SANDBOX_ID".to_string(), self.id.clone()),
-        ];
-        if self.mode == Mode::Namespaces {
-            let proxy = format!("http://127.0.0.1:{PROXY_PORT}");
-            for name in [
-                "HTTP_PROXY",
-                "HTTPS_PROXY",
-                "http_proxy",
-                "https_proxy",
-                "ALL_PROXY",
-            ] {
-                env.push((name.to_string(), proxy.clone()));
-            }
-            for name in ["NO_PROXY", "no_proxy"] {
-                env.push((name.to_string(), "localhost,127.0.0.1,::1".to_string()));
-            }
-        }
-        env
-    }
-
-    /// Resolves a directory for commands, failing clearly when it does not exist.
-    pub fn resolve_cwd(&self, cwd: Option<&str>) -> Result<Resolved> {
-        let resolved = files::resolve(cwd.unwrap_or(WORKSPACE))?;
-        files::require_dir(&self.home, &resolved)?;
-        Ok(resolved)
     }
 
     pub fn dir(&self) -> &Path {
@@ -551,100 +446,9 @@ async fn stop_runtime(runtime: Option<Runtime>) {
     }
 }
 
-/// Sandbox ids are chosen by the Worker: 1–64 of `a-z 0-9 _ -`.
-pub fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-}
-
-fn check_id(id: &str) -> Result<()> {
-    if valid_id(id) {
-        Ok(())
-    } else {
-        Err(ApiError::bad_request(
-            "sandbox ids are 1 to 64 characters of a-z, 0-9, _ and -",
-        ))
-    }
-}
-
-fn check_spec(spec: &SandboxSpec) -> Result<()> {
-    check_env(&spec.env)?;
-    for rule in spec.allow_out.iter().chain(&spec.deny_out) {
-        egress::check_rule(rule)?;
-    }
-    for (name, target) in &spec.hosts {
-        let name_ok = !name.is_empty()
-            && name.len() <= 253
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.".contains(&b));
-        let target_ok = target.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
-        });
-        if !name_ok || !target_ok {
-            return Err(ApiError::bad_request(format!(
-                "host alias {name:?} -> {target:?} is not valid: a lower-case host name and a host:port"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Environment names must be portable shell names; values may not contain NUL.
-pub fn check_env(env: &BTreeMap<String, String>) -> Result<()> {
-    for (name, value) in env {
-        let mut bytes = name.bytes();
-        let first_ok = bytes
-            .next()
-            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
-        if !first_ok || !bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_') || name.len() > 128 {
-            return Err(ApiError::bad_request(format!(
-                "environment variable name {name:?} is not valid: use letters, digits and _, not starting with a digit"
-            )));
-        }
-        if value.contains('\0') {
-            return Err(ApiError::bad_request(format!(
-                "environment variable {name} contains a NUL byte"
-            )));
-        }
-    }
-    Ok(())
-}
-
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
-}
-
-/// Where a sandbox directory keeps the workspace and the process logs: on its volume when it
-/// has one.
-fn data_dir(dir: &Path) -> PathBuf {
-    if volume::has_volume(dir) {
-        volume::Volumes::mountpoint(dir)
-    } else {
-        dir.to_path_buf()
-    }
-}
-
-/// Writes a sandbox's `sandbox.json` (readable by the daemon only).
-fn write_meta(dir: &Path, meta: &Meta) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let bytes = serde_json::to_vec(meta).map_err(std::io::Error::other)?;
-    let tmp = dir.join(".sandbox.json.tmp");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(&bytes)?;
-    drop(file);
-    std::fs::rename(&tmp, dir.join(META_FILE))?;
-    Ok(())
 }

@@ -1,0 +1,51 @@
+//! A sandbox directory on disk: `sandbox.json` (its spec and host user, `0600`), the workspace
+//! and process logs (on its volume, `vol/`, when it has one), the egress log and snapshots.
+
+use super::volume;
+use handoff_wire::SandboxSpec;
+use serde::{Deserialize, Serialize};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+pub const META_FILE: &str = "sandbox.json";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Meta {
+    pub created_at: i64,
+    pub spec: SandboxSpec,
+    /// The sandbox's host user (absent in directories made before users existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+}
+
+pub fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// Where a sandbox directory keeps the workspace and the process logs: on its volume when it
+/// has one.
+pub fn data_dir(dir: &Path) -> PathBuf {
+    if volume::has_volume(dir) {
+        volume::Volumes::mountpoint(dir)
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+/// Writes a sandbox's `sandbox.json` (readable by the daemon only).
+pub fn write_meta(dir: &Path, meta: &Meta) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let bytes = serde_json::to_vec(meta).map_err(std::io::Error::other)?;
+    let tmp = dir.join(".sandbox.json.tmp");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(&bytes)?;
+    drop(file);
+    std::fs::rename(&tmp, dir.join(META_FILE))?;
+    Ok(())
+}
