@@ -3,9 +3,12 @@
 //! accepted. It is alarm-driven — every step is persisted — so a restart of the Worker resumes
 //! the run where it was; every step is reported to the ledger.
 
+mod checkout;
+mod complete;
 mod driver;
 mod finish;
 mod git;
+mod launch;
 mod opencode;
 mod store;
 

@@ -1,0 +1,162 @@
+//! Getting the run's repository into the session's sandbox: the sandbox's spec (a name for a
+//! Worker on a private address), the Worker's URL as the sandbox reaches it, and the clone — or,
+//! for a session's later runs, a fetch of the run's branch — through the credential proxy,
+//! with the git token added at egress.
+
+use super::driver::{argv, Driver};
+use super::git::{self, Remote};
+use super::opencode;
+use super::store::{Checkout, Current};
+use crate::config;
+use crate::error::{Error, Result};
+use crate::proxy::tokens::Service;
+use crate::runs::RunRecord;
+use handoff_wire::{GitClone, SandboxSpec, WORKSPACE};
+
+/// The name inside a sandbox under which the egress proxy reaches a Worker on a private address.
+const WORKER_ALIAS: &str = "handoff-worker.internal";
+
+impl Driver<'_> {
+    /// The session sandbox's spec: default egress, plus a name for the Worker when it listens
+    /// on a private address (local development), so the sandbox can reach the proxy.
+    pub(super) fn sandbox_spec(&self, run: &RunRecord) -> Result<SandboxSpec> {
+        let mut spec = SandboxSpec::default();
+        if let Some(target) = private_origin(run.origin.as_deref()) {
+            spec.hosts.insert(WORKER_ALIAS.to_string(), target);
+        }
+        Ok(spec)
+    }
+
+    /// The Worker's base URL as seen from inside the sandbox.
+    pub(super) fn worker_url(&self, run: &RunRecord) -> Result<String> {
+        let origin = config::public_url(self.env)
+            .or_else(|| run.origin.clone())
+            .ok_or_else(|| Error::internal("the run has no origin to reach the proxy through"))?;
+        Ok(match private_origin(Some(&origin)) {
+            Some(_) => format!("http://{WORKER_ALIAS}"),
+            None => origin,
+        })
+    }
+
+    pub(super) async fn clone_repository(
+        &self,
+        current: &Current,
+        run: &RunRecord,
+    ) -> Result<Checkout> {
+        let repository = run.repository.as_deref().unwrap_or_default();
+        let (owner, name) =
+            crate::tools::split_repository(repository, &config::forge_git_url(self.env))?;
+        self.progress(current, &format!("cloning {owner}/{name}"))
+            .await?;
+        let sandbox = self.sandbox()?;
+        let dir = format!("{WORKSPACE}/{name}");
+        let git_token = self.token(current, Service::Git, Some(&format!("{owner}/{name}")))?;
+        let remote = Remote::new(&self.worker_url(run)?, &owner, &name, &git_token);
+        let exists = sandbox
+            .exec(argv(&["test", "-d", &format!("{dir}/.git")], None))
+            .await?
+            .exit_code
+            == Some(0);
+        if !exists {
+            let result = sandbox
+                .git_clone(GitClone {
+                    url: remote.url.clone(),
+                    branch: run.branch.clone(),
+                    depth: None,
+                    dir: Some(dir.clone()),
+                    credentials: vec![remote.credential.clone()],
+                    timeout_ms: 10 * 60 * 1000,
+                })
+                .await?;
+            if result.exit_code != Some(0) {
+                return Err(Error::invalid(format!(
+                    "git clone of {owner}/{name} failed: {}",
+                    opencode::truncate(result.stderr.trim(), 600)
+                )));
+            }
+        } else if let Some(branch) = &run.branch {
+            // The explicit URL, not `origin`: the agent may have pointed that elsewhere.
+            git::run(
+                &sandbox,
+                &dir,
+                &["fetch", "-q", &remote.url, branch],
+                Some(&remote),
+            )
+            .await?;
+            git::run(
+                &sandbox,
+                &dir,
+                &["checkout", "-q", "-B", branch, "FETCH_HEAD"],
+                None,
+            )
+            .await?;
+        }
+        let base_branch = git::run(&sandbox, &dir, &["rev-parse", "--abbrev-ref", "HEAD"], None)
+            .await?
+            .stdout
+            .trim()
+            .to_string();
+        let base_commit = git::run(&sandbox, &dir, &["rev-parse", "HEAD"], None)
+            .await?
+            .stdout
+            .trim()
+            .to_string();
+        Ok(Checkout {
+            owner,
+            name,
+            dir,
+            base_branch,
+            base_commit,
+        })
+    }
+}
+
+/// `host:port` of an origin on a loopback or private address, which a sandbox can only reach
+/// through a configured name.
+fn private_origin(origin: Option<&str>) -> Option<String> {
+    let origin = origin?;
+    let (scheme, rest) = origin.split_once("://")?;
+    let authority = rest.split('/').next()?;
+    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+    let private = host == "localhost"
+        || host.ends_with(".localhost")
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback() || ip.is_private());
+    if !private {
+        return None;
+    }
+    let port = authority
+        .rsplit_once(':')
+        .map(|(_, p)| p.to_string())
+        .unwrap_or_else(|| {
+            if scheme == "https" {
+                "443".into()
+            } else {
+                "80".into()
+            }
+        });
+    Some(format!("{host}:{port}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_origins_get_an_alias_target() {
+        assert_eq!(
+            private_origin(Some("http://127.0.0.1:8787")).as_deref(),
+            Some("127.0.0.1:8787")
+        );
+        assert_eq!(
+            private_origin(Some("http://localhost")).as_deref(),
+            Some("localhost:80")
+        );
+        assert_eq!(
+            private_origin(Some("https://handoff.example.workers.dev")),
+            None
+        );
+        assert_eq!(private_origin(None), None);
+    }
+}

@@ -1,0 +1,141 @@
+//! Ending a run whose agent is done: the transcript to R2, then — for a repository — commit,
+//! push `handoff/<runId>` and open the pull request (`finish.rs`), and the outcome to the
+//! ledger.
+
+use super::driver::{transcript_key, Driver, Next};
+use super::finish::{self, Failure};
+use super::git::Remote;
+use super::opencode::{self, Agent};
+use super::store::{self, Current};
+use crate::config;
+use crate::error::Result;
+use crate::ledger::Ledger;
+use crate::links;
+use crate::proxy::tokens::Service;
+use crate::runs::{RunOutcome, RunRecord, RunStatus};
+
+impl Driver<'_> {
+    pub(super) async fn finish(&self, current: Current, run: &RunRecord) -> Result<Next> {
+        let sandbox = self.sandbox()?;
+        let password = store::meta(&self.sql)?.agent_password.unwrap_or_default();
+        let session = current.agent_session.clone().unwrap_or_default();
+        let agent = Agent {
+            sandbox: &sandbox,
+            password: &password,
+            dir: &current.dir,
+        };
+        let messages = agent.messages(&session, None).await?;
+        let turn = opencode::read_turn(&messages, &current.marker);
+        let transcript = match agent.transcript(&session).await {
+            Ok(text) => self.store_transcript(&current.run_id, text).await.is_ok(),
+            Err(_) => false,
+        };
+        self.stop_agent(&current).await;
+        if let Some(error) = turn.error {
+            let message = format!("the agent's model call failed: {error}");
+            self.fail(&current, "agent_failed", message).await?;
+            return Ok(Next::Now);
+        }
+        let summary = turn
+            .last_text
+            .map(|t| opencode::truncate(t.trim(), 8000))
+            .unwrap_or_else(|| "(the agent ended without a summary)".to_string());
+        let mut outcome = RunOutcome {
+            summary: Some(summary.clone()),
+            tokens: Some(turn.detail.tokens.clone()),
+            cost_usd: Some(turn.detail.cost_usd),
+            transcript,
+            ..RunOutcome::default()
+        };
+        if let Some(checkout) = &current.checkout {
+            Ledger::get(self.env)?
+                .progress(
+                    &current.run_id,
+                    "pushing",
+                    "committing and pushing the changes",
+                    Some(turn.detail.clone()),
+                )
+                .await?;
+            let git_token = self.token(
+                &current,
+                Service::Git,
+                Some(&format!("{}/{}", checkout.owner, checkout.name)),
+            )?;
+            let remote = Remote::new(
+                &self.worker_url(run)?,
+                &checkout.owner,
+                &checkout.name,
+                &git_token,
+            );
+            // Anyone who can read the pull request can read this link: it needs the owner's
+            // sign-in, never a bearer token.
+            let page = links::run_page_plain_url(&self.worker_public_url(run), &run.id);
+            let pushed = match finish::push(
+                &sandbox, checkout, &run.id, &run.title, &summary, &remote,
+            )
+            .await
+            {
+                Ok(pushed) => pushed,
+                Err(Failure { phase, error }) => {
+                    let message = format!("failed while {phase}: {}", error.message);
+                    self.fail(&current, "push_failed", message).await?;
+                    return Ok(Next::Now);
+                }
+            };
+            if let Some(pushed) = pushed {
+                Ledger::get(self.env)?
+                    .progress(
+                        &current.run_id,
+                        "opening_pr",
+                        &format!("opening a pull request from {}", pushed.branch),
+                        None,
+                    )
+                    .await?;
+                match finish::open_pull_request(
+                    self.env,
+                    checkout,
+                    &pushed.branch,
+                    &run.title,
+                    &summary,
+                    &run.id,
+                    &page,
+                )
+                .await
+                {
+                    Ok(url) => outcome.pull_request_url = Some(url),
+                    Err(error) => {
+                        let message =
+                            format!("failed while opening the pull request: {}", error.message);
+                        self.fail(&current, "pr_failed", message).await?;
+                        return Ok(Next::Now);
+                    }
+                }
+                outcome.branch = Some(pushed.branch);
+                outcome.commits = pushed.commits;
+                outcome.changed_files = pushed.changed_files;
+                outcome.diffstat = pushed.diffstat;
+            }
+        }
+        Ledger::get(self.env)?
+            .transition(&current.run_id, RunStatus::Completed, None, Some(outcome))
+            .await?;
+        store::clear_current(&self.sql)?;
+        Ok(Next::Now)
+    }
+
+    /// The origin links in pull requests should use (the public one, never the sandbox alias).
+    fn worker_public_url(&self, run: &RunRecord) -> String {
+        config::public_url(self.env)
+            .or_else(|| run.origin.clone())
+            .unwrap_or_default()
+    }
+
+    async fn store_transcript(&self, run_id: &str, text: String) -> Result<()> {
+        let bucket = self.env.bucket("ARTIFACTS")?;
+        bucket
+            .put(transcript_key(run_id), worker::Data::Text(text))
+            .execute()
+            .await?;
+        Ok(())
+    }
+}

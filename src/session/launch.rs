@@ -1,0 +1,207 @@
+//! Starting the session's agent and handing it the run's task: OpenCode serving inside the
+//! sandbox with private state folders, a password, the model through the credential proxy and
+//! a token scoped to the run; then the prompt, sent once even across restarts.
+
+use super::driver::{argv, Driver};
+use super::opencode::{self, Agent};
+use super::store::{self, Current};
+use crate::config;
+use crate::error::{Error, Result};
+use crate::ids;
+use crate::proxy::tokens::Service;
+use crate::runs::RunRecord;
+use crate::time::now_ms;
+use handoff_wire::StartProcess;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use worker::{Delay, Env};
+
+/// Where OpenCode keeps its own state, inside the workspace so snapshots carry it.
+const AGENT_STATE: &str = "/home/sandbox/.handoff/opencode";
+/// How long a started OpenCode may take to answer its health check.
+const AGENT_START_MS: i64 = 60_000;
+
+impl Driver<'_> {
+    pub(super) async fn start_agent(&self, current: &mut Current, run: &RunRecord) -> Result<()> {
+        let sandbox = self.sandbox()?;
+        if let Some(old) = current.agent_process.take() {
+            let _ = sandbox.kill_process(old).await;
+        }
+        let dirs: Vec<String> = ["home", "config", "data", "cache", "state"]
+            .iter()
+            .map(|d| format!("{AGENT_STATE}/{d}"))
+            .collect();
+        let mut mkdir = vec!["mkdir", "-p"];
+        mkdir.extend(dirs.iter().map(String::as_str));
+        sandbox.exec(argv(&mkdir, None)).await?;
+        let mut meta = store::meta(&self.sql)?;
+        let password = match &meta.agent_password {
+            Some(p) => p.clone(),
+            None => {
+                let p = ids::new_id("pw_");
+                meta.agent_password = Some(p.clone());
+                store::save_meta(&self.sql, &meta)?;
+                p
+            }
+        };
+        let (provider, model) = model_of(self.env, run)?;
+        let service = match provider.as_str() {
+            "anthropic" => Service::Anthropic,
+            _ => Service::OpenAi,
+        };
+        let token = self.token(current, service, None)?;
+        let worker = self.worker_url(run)?;
+        let provider_config = match service {
+            Service::Anthropic => json!({"anthropic": {"options": {
+                "baseURL": format!("{worker}/proxy/anthropic/v1"), "apiKey": token}}}),
+            _ => {
+                json!({"openai": {"npm": "@ai-sdk/openai-compatible", "name": "OpenAI-compatible (via handoff)",
+                "options": {"baseURL": format!("{worker}/proxy/openai"), "apiKey": token},
+                "models": {model.clone(): {"name": model.clone()}}}})
+            }
+        };
+        let config = json!({
+            "autoupdate": false,
+            "share": "disabled",
+            "permission": {"*": "allow", "webfetch": "deny"},
+            "model": format!("{provider}/{model}"),
+            "small_model": format!("{provider}/{model}"),
+            "provider": provider_config,
+        });
+        let env = BTreeMap::from([
+            ("HOME".to_string(), dirs[0].clone()),
+            ("XDG_CONFIG_HOME".to_string(), dirs[1].clone()),
+            ("XDG_DATA_HOME".to_string(), dirs[2].clone()),
+            ("XDG_CACHE_HOME".to_string(), dirs[3].clone()),
+            ("XDG_STATE_HOME".to_string(), dirs[4].clone()),
+            ("OPENCODE_CONFIG_CONTENT".to_string(), config.to_string()),
+            ("OPENCODE_DISABLE_MODELS_FETCH".to_string(), "1".to_string()),
+            ("OPENCODE_DISABLE_AUTOUPDATE".to_string(), "1".to_string()),
+            ("OPENCODE_SERVER_PASSWORD".to_string(), password.clone()),
+            (
+                "NPM_CONFIG_REGISTRY".to_string(),
+                "http://127.0.0.1:9/".to_string(),
+            ),
+            ("GIT_AUTHOR_NAME".to_string(), "handoff agent".to_string()),
+            (
+                "GIT_AUTHOR_EMAIL".to_string(),
+                "handoff@users.noreply.github.com".to_string(),
+            ),
+            (
+                "GIT_COMMITTER_NAME".to_string(),
+                "handoff agent".to_string(),
+            ),
+            (
+                "GIT_COMMITTER_EMAIL".to_string(),
+                "handoff@users.noreply.github.com".to_string(),
+            ),
+        ]);
+        let process = sandbox
+            .start_process(StartProcess {
+                command: String::new(),
+                argv: Some(
+                    [
+                        "opencode",
+                        "serve",
+                        "--port",
+                        &opencode::PORT.to_string(),
+                        "--hostname",
+                        "127.0.0.1",
+                    ]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+                ),
+                cwd: Some(current.dir.clone()),
+                env,
+            })
+            .await?;
+        current.agent_process = Some(process.id);
+        self.save(current)?;
+        let agent = Agent {
+            sandbox: &sandbox,
+            password: &password,
+            dir: &current.dir,
+        };
+        let deadline = now_ms() + AGENT_START_MS;
+        while now_ms() < deadline {
+            if agent.healthy().await {
+                return Ok(());
+            }
+            Delay::from(Duration::from_millis(250)).await;
+        }
+        let logs = sandbox.process_logs(process.id).await.ok();
+        let tail = logs
+            .map(|l| opencode::truncate(l.stderr.trim(), 600))
+            .unwrap_or_default();
+        Err(Error::internal(format!(
+            "OpenCode did not start within {} s: {tail}",
+            AGENT_START_MS / 1000
+        )))
+    }
+
+    pub(super) async fn prompt_agent(&self, current: &mut Current, run: &RunRecord) -> Result<()> {
+        let sandbox = self.sandbox()?;
+        let mut meta = store::meta(&self.sql)?;
+        let password = meta.agent_password.clone().unwrap_or_default();
+        let agent = Agent {
+            sandbox: &sandbox,
+            password: &password,
+            dir: &current.dir,
+        };
+        let existing = match meta.agent_sessions.get(&current.dir) {
+            Some(id) if agent.session_exists(id).await? => Some(id.clone()),
+            _ => None,
+        };
+        let session = match existing {
+            Some(id) => id,
+            None => {
+                let id = agent.create_session(&run.title).await?;
+                meta.agent_sessions.insert(current.dir.clone(), id.clone());
+                store::save_meta(&self.sql, &meta)?;
+                id
+            }
+        };
+        current.agent_session = Some(session.clone());
+        self.save(current)?;
+        // A restart between sending and recording must not send the task twice.
+        let already =
+            opencode::read_turn(&agent.messages(&session, Some(10)).await?, &current.marker)
+                .prompted;
+        if !already {
+            let (provider, model) = model_of(self.env, run)?;
+            agent
+                .prompt(&session, &prompt_text(run, current), &provider, &model)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// The text sent to the agent: the task, then how handoff works with it.
+fn prompt_text(run: &RunRecord, current: &Current) -> String {
+    format!(
+        "{}\n\n---\n{} You are working in {}. Do the task completely: make the changes and run the relevant \
+         tests. You may commit, but do not push: handoff pushes a branch and opens the pull request. When \
+         you are done, reply with a short summary of what you changed and why.",
+        run.task, current.marker, current.dir
+    )
+}
+
+/// `(provider, model)` of a run (its own or the deployment's default).
+pub(super) fn model_of(env: &Env, run: &RunRecord) -> Result<(String, String)> {
+    let model = run
+        .model
+        .clone()
+        .unwrap_or_else(|| config::default_model(env));
+    let (provider, name) = model
+        .split_once('/')
+        .ok_or_else(|| Error::invalid(format!("model {model:?} is not provider/model")))?;
+    match provider {
+        "anthropic" | "openai" => Ok((provider.to_string(), name.to_string())),
+        other => Err(Error::invalid(format!(
+            "provider {other:?} is not available; use anthropic/<model> or openai/<model>"
+        ))),
+    }
+}
