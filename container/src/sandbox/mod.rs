@@ -49,6 +49,8 @@ pub struct Registry {
     volumes: Option<Arc<volume::Pool>>,
     /// Why there are no quotas, when there are none.
     volumes_missing: Option<String>,
+    /// Held while a sandbox is created.
+    creating: Mutex<()>,
     sandboxes: Mutex<HashMap<String, Arc<Sandbox>>>,
 }
 
@@ -118,6 +120,7 @@ impl Registry {
             uid_base,
             volumes,
             volumes_missing,
+            creating: Mutex::new(()),
             sandboxes: Mutex::new(HashMap::new()),
         };
         for entry in std::fs::read_dir(&registry.root)?.flatten() {
@@ -276,6 +279,13 @@ impl Registry {
         self.host
             .usable()
             .map_err(ApiError::isolation_unavailable)?;
+        if let Ok(existing) = self.get(id) {
+            existing.set_spec(spec)?;
+            return Ok(existing);
+        }
+        // One creation at a time: two must never pick the same host user, nor give one
+        // directory two volumes.
+        let _creating = self.creating.lock().unwrap_or_else(|p| p.into_inner());
         if let Ok(existing) = self.get(id) {
             existing.set_spec(spec)?;
             return Ok(existing);

@@ -284,4 +284,14 @@ async fn every_sandbox_has_its_own_host_user_and_files_stay_usable() {
     assert_eq!(owner(&b, "made-inside"), ub);
     let mode = std::fs::metadata(host_home(&a)).unwrap().mode() & 0o777;
     assert_eq!(mode, 0o700, "the workspace is the sandbox user's alone");
+    // Created all at once, sandboxes still get users of their own.
+    let ids = futures::future::join_all((0..6).map(|_| create(&mcp))).await;
+    let mut users: Vec<u32> = ids.iter().map(|id| owner(id, "")).collect();
+    users.sort();
+    users.dedup();
+    assert_eq!(
+        users.len(),
+        ids.len(),
+        "concurrent sandboxes share a host user"
+    );
 }
