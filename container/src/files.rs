@@ -9,7 +9,7 @@ use crate::error::{ApiError, Result};
 use base64::Engine;
 use handoff_wire::{
     Encoding, FileContent, FileEntry, FileKind, FileList, FileWritten, READ_CAP, WORKSPACE,
-    WRITE_CAP, ZIP_CAP,
+    WRITE_CAP,
 };
 use std::ffi::CString;
 use std::fs::File;
@@ -70,7 +70,7 @@ pub fn resolve(path: &str) -> Result<Resolved> {
     Ok(Resolved { relative, display })
 }
 
-fn openat_beneath(dir: &OwnedFd, rel: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+pub fn openat_beneath(dir: &OwnedFd, rel: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
     beneath::open(dir, rel, flags, mode, Links::Inside)
 }
 
@@ -79,7 +79,7 @@ fn open_home(home: &Path) -> Result<OwnedFd> {
 }
 
 /// Maps a resolution error to what the caller should hear.
-fn explain(e: io::Error, r: &Resolved) -> ApiError {
+pub fn explain(e: io::Error, r: &Resolved) -> ApiError {
     match e.raw_os_error() {
         Some(libc::ENOENT) => ApiError::not_found(format!("{} does not exist", r.display)),
         Some(libc::EXDEV) | Some(libc::ELOOP) => ApiError::bad_request(format!(
@@ -98,7 +98,7 @@ fn explain(e: io::Error, r: &Resolved) -> ApiError {
     }
 }
 
-fn open(home: &Path, r: &Resolved, flags: i32) -> Result<OwnedFd> {
+pub fn open(home: &Path, r: &Resolved, flags: i32) -> Result<OwnedFd> {
     let home = open_home(home)?;
     openat_beneath(&home, &r.relative, flags, 0).map_err(|e| explain(e, r))
 }
@@ -350,106 +350,6 @@ pub fn delete(home: &Path, r: &Resolved, recursive: bool) -> Result<()> {
     Ok(())
 }
 
-/// A ZIP of a directory (symlinks are not followed or stored), refused beyond `ZIP_CAP`.
-pub fn zip_dir(home: &Path, r: &Resolved) -> Result<Vec<u8>> {
-    let dir = open(home, r, libc::O_RDONLY | libc::O_DIRECTORY)?;
-    let written = std::rc::Rc::new(std::cell::Cell::new(0u64));
-    let mut writer = zip::ZipWriter::new(Counted {
-        inner: io::Cursor::new(Vec::new()),
-        size: written.clone(),
-    });
-    let options = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Deflated);
-    let too_large = || {
-        ApiError::too_large(format!(
-            "{} as a ZIP exceeds {ZIP_CAP} bytes (10 MiB); download a smaller directory, or pack \
-             selected files with a command",
-            r.display
-        ))
-    };
-    // Every open is relative to the directory's fd and beneath it, so a process in the sandbox
-    // swapping a directory for a symlink mid-walk cannot make the daemon read host files.
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        let sub = openat_beneath(
-            &dir,
-            &rel,
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-            0,
-        )
-        .map_err(|e| explain(e, r))?;
-        let sub_path = fd_path(&sub);
-        let mut names: Vec<_> = std::fs::read_dir(&sub_path)?
-            .flatten()
-            .map(|e| e.file_name())
-            .collect();
-        names.sort();
-        for name in names {
-            let rel_child = rel.join(&name);
-            let Ok(meta) = std::fs::symlink_metadata(sub_path.join(&name)) else {
-                continue;
-            };
-            let zip_name = rel_child.to_string_lossy().into_owned();
-            if meta.is_dir() {
-                writer
-                    .add_directory(format!("{zip_name}/"), options)
-                    .map_err(zip_error)?;
-                stack.push(rel_child);
-            } else if meta.is_file() {
-                if meta.len() > ZIP_CAP * 4 {
-                    return Err(too_large());
-                }
-                let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY;
-                let Ok(fd) = openat_beneath(&dir, &rel_child, flags, 0) else {
-                    continue;
-                };
-                let mut file = File::from(fd);
-                // Swapped for a FIFO or device since the listing: skip it, never block on it.
-                if !file.metadata().is_ok_and(|m| m.is_file()) {
-                    continue;
-                }
-                writer.start_file(zip_name, options).map_err(zip_error)?;
-                io::copy(&mut Read::by_ref(&mut file).take(ZIP_CAP * 4), &mut writer)?;
-                if written.get() > ZIP_CAP {
-                    return Err(too_large());
-                }
-            }
-        }
-    }
-    let bytes = writer.finish().map_err(zip_error)?.inner.into_inner();
-    if bytes.len() as u64 > ZIP_CAP {
-        return Err(too_large());
-    }
-    Ok(bytes)
-}
-
-/// A writer that publishes how many bytes it holds, so a growing ZIP can be cut off early.
-struct Counted {
-    inner: io::Cursor<Vec<u8>>,
-    size: std::rc::Rc<std::cell::Cell<u64>>,
-}
-
-impl Write for Counted {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.size.set(self.inner.get_ref().len() as u64);
-        Ok(n)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-impl io::Seek for Counted {
-    fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
-        self.inner.seek(pos)
-    }
-}
-
-fn zip_error(e: zip::result::ZipError) -> ApiError {
-    ApiError::internal(format!("zip: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,7 +442,7 @@ mod tests {
             "{}",
             err.message
         );
-        let zip = zip_dir(&home, &resolve("").unwrap());
+        let zip = crate::zipdir::zip_dir(&home, &resolve("").unwrap());
         assert!(
             zip.is_ok(),
             "the ZIP skips the FIFO instead of blocking on it"
@@ -567,7 +467,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.code, handoff_wire::ErrorCode::TooLarge);
-        let zip = zip_dir(&home, &resolve("").unwrap()).unwrap();
+        let zip = crate::zipdir::zip_dir(&home, &resolve("").unwrap()).unwrap();
         assert!(zip.len() < big.len(), "compressed");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -18,6 +18,7 @@ mod routes;
 mod sandbox;
 mod snapshot;
 mod tree;
+mod zipdir;
 
 use handoff_wire::Limits;
 use sandbox::cgroup::Cgroups;

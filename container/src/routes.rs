@@ -19,7 +19,6 @@ use handoff_wire::{
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::io::AsyncWriteExt;
 
 pub struct App {
     pub registry: Arc<Registry>,
@@ -203,27 +202,7 @@ async fn put_snapshot(
     body: Body,
 ) -> Result<impl IntoResponse> {
     let sandbox = authorize(&app, &headers, &id)?;
-    let path = snapshot::incoming_path(&sandbox);
-    let mut file = tokio::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&path)
-        .await?;
-    let mut stream = body.into_data_stream();
-    let mut size = 0u64;
-    while let Some(chunk) = stream.next().await {
-        let chunk =
-            chunk.map_err(|e| ApiError::bad_request(format!("reading the snapshot: {e}")))?;
-        size += chunk.len() as u64;
-        if size > snapshot::SNAPSHOT_CAP {
-            return Err(ApiError::too_large("the snapshot exceeds the size limit"));
-        }
-        file.write_all(&chunk).await?;
-    }
-    file.flush().await?;
-    drop(file);
+    let path = snapshot::receive(&sandbox, body.into_data_stream()).await?;
     // Nothing may run while the workspace is swapped.
     let _exclusive = sandbox.gate.write().await;
     sandbox.halt().await;
@@ -419,7 +398,7 @@ async fn zip_dir(
     let resolved = files::resolve(params.get("path").map(String::as_str).unwrap_or(""))?;
     let _shared = sandbox.gate.read().await;
     let home = sandbox.home.clone();
-    let bytes = blocking(move || files::zip_dir(&home, &resolved)).await?;
+    let bytes = blocking(move || crate::zipdir::zip_dir(&home, &resolved)).await?;
     Ok(([(header::CONTENT_TYPE, "application/zip")], bytes).into_response())
 }
 

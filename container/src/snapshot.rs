@@ -89,9 +89,35 @@ pub fn export(sandbox: &Sandbox) -> Result<(PathBuf, u64)> {
     Ok((path, size))
 }
 
-/// A file to stream an incoming snapshot into before it is restored.
-pub fn incoming_path(sandbox: &Sandbox) -> PathBuf {
-    snapshot_path(sandbox, "incoming.tar.gz")
+/// Streams an incoming snapshot into a file (`0600`, at most `SNAPSHOT_CAP` bytes) and returns
+/// its path, ready for `restore`.
+pub async fn receive<S, E>(sandbox: &Sandbox, mut stream: S) -> Result<PathBuf>
+where
+    S: futures::Stream<Item = std::result::Result<bytes::Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    use futures::StreamExt;
+    use tokio::io::AsyncWriteExt;
+    let path = snapshot_path(sandbox, "incoming.tar.gz");
+    let mut file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .await?;
+    let mut size = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|e| ApiError::bad_request(format!("reading the snapshot: {e}")))?;
+        size += chunk.len() as u64;
+        if size > SNAPSHOT_CAP {
+            return Err(ApiError::too_large("the snapshot exceeds the size limit"));
+        }
+        file.write_all(&chunk).await?;
+    }
+    file.flush().await?;
+    Ok(path)
 }
 
 /// Replaces the workspace with the contents of `archive` (the sandbox must be stopped).

@@ -4,6 +4,7 @@
 
 mod api;
 mod grants;
+mod rate;
 mod store;
 
 pub use api::{
@@ -69,7 +70,7 @@ impl AuthStoreObject {
         let sql = self.state.storage().sql();
         let now = now_ms();
         for hit in &envelope.limits {
-            store::rate_hit(&sql, hit, now)?;
+            rate::rate_hit(&sql, hit, now)?;
         }
         let lifetimes = Lifetimes {
             access_secs: config::access_token_ttl_secs(&self.env),

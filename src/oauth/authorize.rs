@@ -156,17 +156,29 @@ pub async fn show(req: Request, env: &Env, base: &str) -> Result<Response> {
     }
 }
 
-pub async fn decide(mut req: Request, env: &Env, base: &str) -> Result<Response> {
-    if !same_origin(&req, base) {
+/// The form of a POST sent from one of this deployment's own pages, or the page refusing it.
+pub(super) async fn own_form(
+    req: &mut Request,
+    base: &str,
+) -> Result<std::result::Result<Params, Response>> {
+    if !same_origin(req, base) {
         return consent::error_page(
             403,
             "Refused",
             "This form was sent from another site, so it was ignored.",
-        );
+        )
+        .map(Err);
     }
-    let form = match Params::from_form(&mut req).await {
+    match Params::from_form(req).await {
+        Ok(form) => Ok(Ok(form)),
+        Err(e) => consent::error_page(400, "Invalid form", &e.message).map(Err),
+    }
+}
+
+pub async fn decide(mut req: Request, env: &Env, base: &str) -> Result<Response> {
+    let form = match own_form(&mut req, base).await? {
         Ok(form) => form,
-        Err(e) => return consent::error_page(400, "Invalid form", &e.message),
+        Err(refusal) => return Ok(refusal),
     };
     let id = form.get("request").unwrap_or("");
     if !owner::csrf_matches(&req, form.get("csrf")) {
@@ -308,7 +320,7 @@ pub fn redirect(uri: &str, pairs: &[(&str, &str)], set_cookie: Option<String>) -
 }
 
 /// A browser form post must come from this deployment's own pages (Origin, when sent).
-pub(super) fn same_origin(req: &Request, base: &str) -> bool {
+fn same_origin(req: &Request, base: &str) -> bool {
     let Some(origin) = req.headers().get("origin").ok().flatten() else {
         return true;
     };

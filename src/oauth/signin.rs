@@ -82,16 +82,9 @@ pub async fn show(req: Request, env: &Env, base: &str) -> Result<Response> {
 }
 
 pub async fn submit(mut req: Request, env: &Env, base: &str) -> Result<Response> {
-    if !super::authorize::same_origin(&req, base) {
-        return consent::error_page(
-            403,
-            "Refused",
-            "This form was sent from another site, so it was ignored.",
-        );
-    }
-    let form = match Params::from_form(&mut req).await {
+    let form = match super::authorize::own_form(&mut req, base).await? {
         Ok(form) => form,
-        Err(e) => return consent::error_page(400, "Invalid form", &e.message),
+        Err(refusal) => return Ok(refusal),
     };
     let next = safe_next(form.get("next"));
     if !owner::csrf_matches(&req, form.get("csrf")) {

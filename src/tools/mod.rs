@@ -6,6 +6,7 @@
 mod params;
 mod runs;
 mod sandbox;
+mod sandbox_files;
 mod sandbox_params;
 mod sandbox_views;
 mod views;
@@ -201,10 +202,10 @@ tool_set!(
     sandbox::List,
     sandbox::Info,
     sandbox::Exec,
-    sandbox::FilesRead,
-    sandbox::FilesWrite,
-    sandbox::FilesList,
-    sandbox::FilesDownloadDir,
+    sandbox_files::FilesRead,
+    sandbox_files::FilesWrite,
+    sandbox_files::FilesList,
+    sandbox_files::FilesDownloadDir,
     sandbox::Pause,
     sandbox::Resume,
     sandbox::Delete,
