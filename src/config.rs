@@ -16,6 +16,9 @@ pub const PUBLIC_URL: &str = "HANDOFF_PUBLIC_URL";
 /// Var: the base of sandbox preview origins (`https://preview.example.com` serves previews at
 /// `https://<token>.preview.example.com`); unset, previews are refused.
 pub const PREVIEW_URL: &str = "HANDOFF_PREVIEW_URL";
+/// Var (local container lane only): a CONNECT proxy the daemon in each container connects out
+/// through — the egress sidecar, whose tunnels reach the host the Worker runs on.
+pub const CONTAINER_UPSTREAM_PROXY: &str = "HANDOFF_CONTAINER_UPSTREAM_PROXY";
 /// Var: base URL of a sandbox daemon reachable from the Worker (the local backend).
 pub const SANDBOX_DAEMON_URL: &str = "SANDBOX_DAEMON_URL";
 /// Secret: shared with the sandbox daemon, which accepts tokens signed with it.

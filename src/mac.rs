@@ -1,6 +1,6 @@
-//! Short HMAC-SHA256 tags (80 bits, base32) over strings, keyed with `HANDOFF_SIGNING_KEY`:
-//! what a preview origin's name grants, and the tag on OAuth access tokens that lets the Worker
-//! refuse a forged token without asking the auth store.
+//! HMAC-SHA256 over strings: short tags (80 bits, base32) for what a preview origin's name grants
+//! and on OAuth access tokens (so the Worker refuses a forged token without asking the auth
+//! store), and keys derived for one subject (a sandbox container's daemon key).
 
 use hmac::{KeyInit, Mac};
 
@@ -16,6 +16,22 @@ pub fn tag(key: &[u8], purpose: &str, message: &str) -> String {
     mac.update(message.as_bytes());
     let full = mac.finalize().into_bytes();
     crate::ids::base32(&full[..10])
+}
+
+/// A key of its own for `message`, derived from `key` (the full HMAC-SHA256, 64 hex
+/// characters): a sandbox container gets its sandbox's key, never the master.
+pub fn derive_key(key: &[u8], purpose: &str, message: &str) -> String {
+    let Ok(mut mac) = hmac::Hmac::<sha2::Sha256>::new_from_slice(key) else {
+        return String::new();
+    };
+    mac.update(purpose.as_bytes());
+    mac.update(b"|");
+    mac.update(message.as_bytes());
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Whether `presented` is the tag of `message` (compared in constant time).
@@ -58,5 +74,9 @@ mod tests {
         assert!(is_tagged(b"key", "access", &value));
         assert!(!is_tagged(b"key", "access", "hnd_at_abc"));
         assert!(!is_tagged(b"key", "access", &format!("{value}x")));
+        let a = derive_key(b"master", "sandbox", "sbx_a");
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, derive_key(b"master", "sandbox", "sbx_b"));
+        assert_ne!(a, derive_key(b"other", "sandbox", "sbx_a"));
     }
 }

@@ -8,16 +8,22 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 pub struct Verifier {
     key: DecodingKey,
     validation: Validation,
+    /// The one sandbox tokens may name (a container of its own).
+    pinned: Option<String>,
 }
 
 impl Verifier {
-    pub fn new(secret: &[u8]) -> std::result::Result<Verifier, String> {
+    pub fn new(secret: &[u8], pinned: Option<String>) -> std::result::Result<Verifier, String> {
         let key = DecodingKey::from_secret(secret).map_err(|e| e.to_string())?;
         let mut validation = Validation::new(Algorithm::HS256);
         validation.set_audience(&[TOKEN_AUDIENCE]);
         validation.set_required_spec_claims(&["exp", "sub", "aud"]);
         validation.leeway = 5;
-        Ok(Verifier { key, validation })
+        Ok(Verifier {
+            key,
+            validation,
+            pinned,
+        })
     }
 
     /// Checks an `Authorization` header value for `sandbox_id`.
@@ -34,6 +40,9 @@ impl Verifier {
             .map_err(|e| ApiError::unauthorized(format!("invalid token: {e}")))?;
         if data.claims.sub != sandbox_id {
             return Err(ApiError::unauthorized("token is for another sandbox"));
+        }
+        if self.pinned.as_deref().is_some_and(|p| p != sandbox_id) {
+            return Err(ApiError::unauthorized("this daemon serves another sandbox"));
         }
         Ok(())
     }
@@ -65,7 +74,7 @@ mod tests {
     #[test]
     fn tokens_are_bound_to_sandbox_secret_audience_and_time() {
         let secret = b"0123456789abcdef0123456789abcdef";
-        let v = Verifier::new(secret).unwrap();
+        let v = Verifier::new(secret, None).unwrap();
         let good = token(secret, "sbx_a", 60, TOKEN_AUDIENCE);
         assert!(v.check(Some(&format!("Bearer {good}")), "sbx_a").is_ok());
         assert!(v.check(Some(&format!("Bearer {good}")), "sbx_b").is_err());

@@ -51,7 +51,9 @@ usage: handoff-sandboxd [--listen ADDR] [--root DIR] [--isolation auto|namespace
                 processes with the host file system and network in reach
 
 environment:
-  SANDBOX_DAEMON_SECRET   shared with the Worker, at least 32 characters (required)
+  SANDBOX_DAEMON_SECRET   shared with the Worker, at least 32 characters (required); in a
+                          container, a key for its one sandbox only
+  HANDOFF_SANDBOX_ID      serve this one sandbox and no other (a container of its own)
 ";
 
 struct Config {
@@ -64,6 +66,7 @@ struct Config {
     disk_bytes: u64,
     limits: Limits,
     secret: String,
+    pinned: Option<String>,
 }
 
 fn parse() -> Result<Config, String> {
@@ -82,6 +85,9 @@ fn parse() -> Result<Config, String> {
             disk_bytes: None,
         },
         secret: std::env::var("SANDBOX_DAEMON_SECRET").unwrap_or_default(),
+        pinned: std::env::var("HANDOFF_SANDBOX_ID")
+            .ok()
+            .filter(|id| !id.is_empty()),
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -137,6 +143,9 @@ fn parse() -> Result<Config, String> {
             _ => return Err(format!("unknown option {flag}\n\n{USAGE}")),
         }
     }
+    if let Some(id) = config.pinned.as_deref().filter(|id| !sandbox::valid_id(id)) {
+        return Err(format!("HANDOFF_SANDBOX_ID {id:?} is not a sandbox id"));
+    }
     if config.secret.len() < 32 {
         return Err("SANDBOX_DAEMON_SECRET must be set to at least 32 characters (the Worker holds the same value)".into());
     }
@@ -184,10 +193,11 @@ async fn run() -> Result<(), String> {
         cgroups,
         config.uid_base,
         config.disk_bytes,
+        config.pinned.clone(),
     )
     .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
     let isolation = registry.isolation();
-    let verifier = auth::Verifier::new(config.secret.as_bytes())?;
+    let verifier = auth::Verifier::new(config.secret.as_bytes(), config.pinned.clone())?;
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;

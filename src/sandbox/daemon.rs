@@ -70,6 +70,13 @@ impl Daemon {
                 config::DAEMON_SECRET
             ))
         })?;
+        // A container holds one sandbox and gets that sandbox's key only: whoever takes over a
+        // container cannot sign for any other sandbox. The local daemon serves many sandboxes
+        // and holds the master.
+        let secret = match transport {
+            Transport::Container(_) => container_key(&secret, sandbox_id).into_bytes(),
+            Transport::Local { .. } => secret,
+        };
         Ok(Daemon {
             transport,
             sandbox_id: sandbox_id.to_string(),
@@ -440,6 +447,11 @@ async fn daemon_error_from(mut response: Response) -> Error {
         ErrorCode::Internal => ErrorKind::Internal,
     };
     Error::new(kind, body.message)
+}
+
+/// The daemon key of the container that holds `sandbox_id`, derived from the master.
+pub fn container_key(master: &[u8], sandbox_id: &str) -> String {
+    crate::mac::derive_key(master, "handoff:sandbox-daemon-key", sandbox_id)
 }
 
 /// Percent-encodes a query value.

@@ -319,7 +319,7 @@ impl SandboxObject {
     async fn daemon(&self, id: &str) -> Result<Daemon> {
         if let Some(container) = self.state.container() {
             if !container.running() {
-                start_container(&container, &self.env)?;
+                start_container(&container, &self.env, id)?;
             }
             let fetcher = container.get_tcp_port(CONTAINER_PORT)?;
             let daemon = Daemon::new(&self.env, Transport::Container(fetcher), id)?;
@@ -518,17 +518,33 @@ impl SandboxObject {
     }
 }
 
-/// Starts the container with the daemon's secret (the only configuration it needs).
-fn start_container(container: &worker::Container, env: &Env) -> Result<()> {
-    let secret = config::get(env, config::DAEMON_SECRET).unwrap_or_default();
+/// Starts the container for sandbox `id` with the key of that sandbox alone (never the master
+/// secret) and the id it is to serve.
+fn start_container(container: &worker::Container, env: &Env, id: &str) -> Result<()> {
+    let master = config::daemon_secret(env).ok_or_else(|| {
+        Error::not_configured(format!(
+            "{} is not set (at least 32 characters)",
+            config::DAEMON_SECRET
+        ))
+    })?;
     let options = js_sys::Object::new();
     let vars = js_sys::Object::new();
-    js_sys::Reflect::set(&vars, &"SANDBOX_DAEMON_SECRET".into(), &secret.into())
-        .map_err(|_| Error::internal("container env"))?;
-    js_sys::Reflect::set(&options, &"env".into(), &vars)
-        .map_err(|_| Error::internal("container options"))?;
-    js_sys::Reflect::set(&options, &"enableInternet".into(), &JsValue::TRUE)
-        .map_err(|_| Error::internal("container options"))?;
+    let set = |object: &js_sys::Object, key: &str, value: JsValue| {
+        js_sys::Reflect::set(object, &key.into(), &value)
+            .map(|_| ())
+            .map_err(|_| Error::internal("container options"))
+    };
+    set(
+        &vars,
+        "SANDBOX_DAEMON_SECRET",
+        daemon::container_key(&master, id).into(),
+    )?;
+    set(&vars, "HANDOFF_SANDBOX_ID", id.into())?;
+    if let Some(proxy) = config::get(env, config::CONTAINER_UPSTREAM_PROXY) {
+        set(&vars, "HANDOFF_UPSTREAM_PROXY", proxy.into())?;
+    }
+    set(&options, "env", vars.into())?;
+    set(&options, "enableInternet", JsValue::TRUE)?;
     let start = js_sys::Reflect::get(container.as_ref(), &"start".into())
         .map_err(|_| Error::internal("container.start missing"))?;
     let start: js_sys::Function = start.into();

@@ -27,7 +27,9 @@ pub struct IsolationView {
     /// only, `none`.
     pub level: String,
     pub filesystem: String,
-    /// `proxy-only` (outbound only through the logging proxy) or `host`.
+    /// `proxy-only` (outbound only through the logging proxy), `open` (a container whose
+    /// runtime lets processes connect out directly; the proxy applies to programs that use
+    /// it) or, in development only, `host`.
     pub network: String,
     /// Limits actually enforced.
     pub limits: LimitsView,

@@ -65,7 +65,7 @@ pub async fn run() {
     let sampling = Arc::new(AtomicBool::new(true));
     let daemon_peak = Arc::new(AtomicU64::new(0));
     let agent_peak = Arc::new(AtomicU64::new(0));
-    let daemon_pid = stack.daemon.pgid().unwrap_or(0) as u32;
+    let daemon_pid = stack.daemon().pgid().unwrap_or(0) as u32;
     let sampler = {
         let (sampling, daemon_peak, agent_peak) =
             (sampling.clone(), daemon_peak.clone(), agent_peak.clone());

@@ -534,7 +534,7 @@ async fn a_run_whose_sandbox_daemon_dies_fails_with_a_clear_reason() {
     let (run_id, _) = start(&mcp, json!({"task": "Wait. [scenario:slow]"})).await;
     let run = working(&mcp, &run_id).await;
     assert_eq!(status(&run), "running", "{run:#}");
-    stack.daemon.stop();
+    stack.daemon_mut().stop();
     let run = mcp
         .wait_run(&run_id, Duration::from_secs(60), terminal)
         .await;
@@ -569,7 +569,7 @@ async fn a_session_is_continued_after_its_sandbox_slept_and_lost_its_disk() {
         .call_ok("sandbox_pause", json!({"sandboxId": sandbox}))
         .await;
     assert_eq!(paused["status"], "paused");
-    let dir = stack.daemon.sandboxes().join(&sandbox);
+    let dir = stack.daemon().sandboxes().join(&sandbox);
     handoff_tests::remove_scratch(&dir);
     assert!(!dir.exists(), "drop the sandbox's disk");
     let second = mcp

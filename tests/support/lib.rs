@@ -4,6 +4,7 @@
 //! local stand-ins for what cannot exist offline.
 
 pub mod blackhole;
+pub mod containers;
 pub mod daemon;
 pub mod forge;
 pub mod links;

@@ -47,13 +47,18 @@ pub fn preview_url(worker_port: u16, sandbox_id: &str, port: u16, exp_offset_sec
 /// A sandbox daemon token for `sandbox_id`, as the Worker mints them, expiring
 /// `exp_offset_secs` from now.
 pub fn daemon_token(sandbox_id: &str, exp_offset_secs: i64) -> String {
+    daemon_token_signed(crate::DAEMON_SECRET.as_bytes(), sandbox_id, exp_offset_secs)
+}
+
+/// A sandbox daemon token for `sandbox_id` signed with `key`.
+pub fn daemon_token_signed(key: &[u8], sandbox_id: &str, exp_offset_secs: i64) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
     let claims =
         json!({"sub": sandbox_id, "aud": "handoff-sandboxd", "exp": now + exp_offset_secs});
-    let key = EncodingKey::from_secret(crate::DAEMON_SECRET.as_bytes()).expect("key");
+    let key = EncodingKey::from_secret(key).expect("key");
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).expect("token")
 }
 

@@ -16,10 +16,13 @@ pub const CANARY_OPENAI_KEY: &str = "canary-openai-key-77e1c3a9";
 /// Signs the scoped tokens sandboxes get.
 pub const PROXY_SECRET: &str = "canary-proxy-jwt-secret-0123456789abcdef";
 
+const IN_CONTAINERS: &str = "this stack runs its sandboxes in containers";
+
 pub struct RunStack {
     pub forge: Forge,
     pub llm: ScriptedLlm,
-    pub daemon: Daemon,
+    /// The local sandbox backend (none when sandboxes run in containers).
+    daemon: Option<Daemon>,
     pub worker: Worker,
 }
 
@@ -31,11 +34,33 @@ impl RunStack {
 
     /// Starts every part around `daemon`.
     pub fn with_daemon(daemon: Daemon, extra: &[(&str, &str)]) -> RunStack {
+        let options = WorkerOptions::default().daemon(&daemon);
+        Self::with_backend(Some(daemon), options, extra)
+    }
+
+    /// Starts every part with each sandbox in a real container (the container lane).
+    pub fn in_containers(extra: &[(&str, &str)]) -> RunStack {
+        Self::with_backend(None, WorkerOptions::default().containers(), extra)
+    }
+
+    /// The local sandbox daemon (panics for a stack whose sandboxes run in containers).
+    pub fn daemon(&self) -> &Daemon {
+        self.daemon.as_ref().expect(IN_CONTAINERS)
+    }
+
+    pub fn daemon_mut(&mut self) -> &mut Daemon {
+        self.daemon.as_mut().expect(IN_CONTAINERS)
+    }
+
+    fn with_backend(
+        daemon: Option<Daemon>,
+        options: WorkerOptions,
+        extra: &[(&str, &str)],
+    ) -> RunStack {
         let root = crate::scratch_dir("forge");
         let forge = Forge::start(root, CANARY_GITHUB_TOKEN);
         let llm = ScriptedLlm::start_with(CANARY_ANTHROPIC_KEY, CANARY_OPENAI_KEY);
-        let mut options = WorkerOptions::default()
-            .daemon(&daemon)
+        let mut options = options
             .var("PROXY_JWT_SECRET", PROXY_SECRET)
             .var("ANTHROPIC_API_KEY", CANARY_ANTHROPIC_KEY)
             .var("ANTHROPIC_BASE_URL", llm.url())
@@ -85,7 +110,9 @@ pub fn shared() -> &'static RunStack {
     STACK.get_or_init(|| {
         let stack = RunStack::start(&[]);
         stop_group_at_exit(&stack.worker);
-        stop_daemon_at_exit(&stack.daemon);
+        if let Some(daemon) = &stack.daemon {
+            stop_daemon_at_exit(daemon);
+        }
         stack
     })
 }

@@ -17,6 +17,8 @@ pub struct WorkerOptions {
     pub vars: Vec<(String, String)>,
     /// Leave every credential unset (`HANDOFF_API_TOKENS`, `HANDOFF_OWNER_PASSPHRASE`).
     pub no_credentials: bool,
+    /// Sandboxes in real containers (the production path; see `crate::containers`).
+    pub containers: bool,
 }
 
 impl WorkerOptions {
@@ -30,12 +32,23 @@ impl WorkerOptions {
         self.var("SANDBOX_DAEMON_URL", daemon.url())
             .var("SANDBOX_DAEMON_SECRET", crate::DAEMON_SECRET)
     }
+
+    /// Runs every sandbox in a container of its own built from the project's image: the
+    /// container lane `cargo xtask test` prepares (engine, images, wrangler's docker wrapper).
+    pub fn containers(mut self) -> Self {
+        self.containers = true;
+        self.var("SANDBOX_DAEMON_SECRET", crate::DAEMON_SECRET).var(
+            "HANDOFF_CONTAINER_UPSTREAM_PROXY",
+            crate::containers::lane().upstream_proxy.clone(),
+        )
+    }
 }
 
 pub struct Worker {
     pub port: u16,
     dir: PathBuf,
     child: Option<Child>,
+    startup: Duration,
 }
 
 static SHARED: OnceLock<Worker> = OnceLock::new();
@@ -122,6 +135,8 @@ impl Worker {
             port,
             dir,
             child: None,
+            // With containers, wrangler builds the sandbox image before it serves.
+            startup: Duration::from_secs(if options.containers { 900 } else { 90 }),
         };
         worker.spawn();
         worker
@@ -175,7 +190,7 @@ impl Worker {
     }
 
     fn wait_healthy(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(90);
+        let deadline = Instant::now() + self.startup;
         while Instant::now() < deadline {
             if let Some(child) = &mut self.child {
                 if let Ok(Some(status)) = child.try_wait() {
@@ -236,6 +251,8 @@ pub fn write_config(dir: &Path, options: &WorkerOptions) {
         }
         if trimmed.starts_with("main") && trimmed.contains('=') {
             out.push_str(&format!("main = {:?}\n", bundle.display().to_string()));
+        } else if options.containers && trimmed.starts_with("enable_containers") {
+            out.push_str("enable_containers = true\n");
         } else if let Some(path) = relative_path_value(trimmed, &["image", "image_build_context"]) {
             let (key, _) = trimmed.split_once('=').unwrap_or_default();
             let absolute = root().join(path.trim_start_matches("./"));
@@ -244,6 +261,12 @@ pub fn write_config(dir: &Path, options: &WorkerOptions) {
                 key.trim(),
                 absolute.display().to_string()
             ));
+            if options.containers && key.trim() == "image_build_context" {
+                out.push_str(&format!(
+                    "image_vars = {}\n",
+                    crate::containers::lane().image_vars
+                ));
+            }
         } else {
             out.push_str(line);
             out.push('\n');

@@ -87,7 +87,9 @@ pub struct Isolation {
     /// How the file system looks from inside, e.g. "host /usr and /etc read-only, workspace
     /// read-write, nothing else".
     pub filesystem: String,
-    /// `proxy-only` (only loopback plus the egress proxy) or `host` (unrestricted).
+    /// `proxy-only` (only loopback plus the egress proxy), `open` (a container whose runtime
+    /// lets sandbox processes connect out directly; the egress proxy is in their environment)
+    /// or `host` (unrestricted).
     pub network: String,
     /// Resource limits actually enforced.
     pub limits: Limits,

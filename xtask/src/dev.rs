@@ -8,7 +8,7 @@
 //! `--dangerously-skip-isolation` (development only) is given.
 
 use crate::proc::{self, Server};
-use crate::{root, setup, worker, Result};
+use crate::{containers, root, setup, worker, Result};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +21,7 @@ struct Options {
     port: u16,
     demo: bool,
     skip_isolation: bool,
+    containers: bool,
 }
 
 pub fn run(args: &[String]) -> Result {
@@ -54,14 +55,9 @@ pub fn run(args: &[String]) -> Result {
     result
 }
 
-fn start_all(
-    tools: &setup::Tools,
-    options: &Options,
-    secrets: &Secrets,
-    servers: &mut Vec<Server>,
-) -> Result {
-    let port = options.port;
-    let daemon_port = port + 1;
+/// The local sandbox daemon on `port + 1`, sandboxes under `.handoff/sandboxes`.
+fn start_daemon(options: &Options, secrets: &Secrets, servers: &mut Vec<Server>) -> Result {
+    let daemon_port = options.port + 1;
     let mut daemon_cmd = Command::new(worker::daemon_binary());
     daemon_cmd
         .arg("--listen")
@@ -86,9 +82,30 @@ fn start_all(
         "/v1/health",
         Duration::from_secs(30),
         servers.last_mut().expect("daemon"),
-    )?;
+    )
+}
 
-    let mut vars = vec![format!("SANDBOX_DAEMON_URL:http://127.0.0.1:{daemon_port}")];
+fn start_all(
+    tools: &setup::Tools,
+    options: &Options,
+    secrets: &Secrets,
+    servers: &mut Vec<Server>,
+) -> Result {
+    let port = options.port;
+    let mut vars = Vec::new();
+    if options.containers {
+        let lane = containers::ensure(tools)?;
+        if let Some(engine) = lane.into_engine() {
+            servers.push(engine);
+        }
+        vars.push(format!(
+            "HANDOFF_CONTAINER_UPSTREAM_PROXY:{}",
+            containers::UPSTREAM_PROXY
+        ));
+    } else {
+        start_daemon(options, secrets, servers)?;
+        vars.push(format!("SANDBOX_DAEMON_URL:http://127.0.0.1:{}", port + 1));
+    }
     // Previews get origins of their own: browsers resolve *.localhost to this machine.
     if !secrets.preview_configured {
         vars.push(format!(
@@ -113,14 +130,23 @@ fn start_all(
         .current_dir(root())
         .env("WRANGLER_SEND_METRICS", "false")
         .env("CLOUDFLARE_CF_FETCH_ENABLED", "false");
+    if options.containers {
+        cmd.arg("--config")
+            .arg(containers::wrangler_config()?)
+            .arg("--persist-to")
+            .arg(root().join(".wrangler/state"))
+            .envs(containers::Lane::wrangler_env());
+    }
     for var in &vars {
         cmd.arg("--var").arg(var);
     }
     servers.push(Server::spawn("wrangler dev", &mut cmd)?);
+    // With containers, wrangler builds the sandbox image first (a few minutes the first time).
+    let startup = if options.containers { 900 } else { 120 };
     proc::wait_for_http(
         port,
         "/health",
-        Duration::from_secs(120),
+        Duration::from_secs(startup),
         servers.last_mut().expect("wrangler"),
     )?;
 
@@ -184,12 +210,14 @@ fn parse(args: &[String]) -> Result<Options> {
         port: DEFAULT_PORT,
         demo: false,
         skip_isolation: false,
+        containers: false,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--demo" => options.demo = true,
             "--dangerously-skip-isolation" => options.skip_isolation = true,
+            "--containers" => options.containers = true,
             "--port" => {
                 let value = args.next().ok_or("--port needs a number")?;
                 options.port = value
@@ -199,7 +227,7 @@ fn parse(args: &[String]) -> Result<Options> {
             other => {
                 return Err(format!(
                     "unknown option {other:?}; usage: cargo xtask dev [--port N] [--demo] \
-                     [--dangerously-skip-isolation]"
+                     [--containers] [--dangerously-skip-isolation]"
                 ))
             }
         }

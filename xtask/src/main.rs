@@ -1,6 +1,7 @@
 //! `cargo xtask <command>`: the one entry point for setting up, building, running, testing and
 //! benchmarking handoff. Every command installs what it needs first and skips what is present.
 
+mod containers;
 mod dev;
 mod proc;
 mod setup;

@@ -150,7 +150,13 @@ const DEBIAN_PACKAGES: [(&str, &[&str]); 6] = [
 ];
 
 fn ensure_debian_packages() -> Result {
-    let missing: Vec<&str> = DEBIAN_PACKAGES
+    ensure_debian(&DEBIAN_PACKAGES)
+}
+
+/// Installs the Debian packages of `packages` whose files are all missing (as root; otherwise
+/// says what to install).
+pub fn ensure_debian(packages: &[(&str, &[&str])]) -> Result {
+    let missing: Vec<&str> = packages
         .iter()
         .filter(|(_, paths)| !paths.iter().any(|p| Path::new(p).exists()))
         .map(|(package, _)| *package)

@@ -2,7 +2,7 @@
 //! checks (fmt, clippy on native and wasm32), the unit tests and the integration tests that drive
 //! the real Worker in workerd; or the benchmark that prints figures.
 
-use crate::{proc, root, setup, worker, Result};
+use crate::{containers, proc, root, setup, worker, Result};
 use std::process::Command;
 use std::time::Instant;
 
@@ -59,9 +59,10 @@ pub fn run(args: &[String]) -> Result {
     )?;
     let mut integration = cargo();
     integration
-        .args(["test", "-p", "handoff-tests", "--"])
+        .args(["test", "-p", "handoff-tests", "--test", "it", "--"])
         .args(args);
     step("integration tests", &mut integration)?;
+    container_lane(&tools, &cargo, args)?;
     println!(
         "xtask: all checks passed in {:.0} s",
         started.elapsed().as_secs_f64()
@@ -80,6 +81,26 @@ pub fn bench(args: &[String]) -> Result {
         .args(["run", "-p", "handoff-tests", "--bin", "bench", "--"])
         .args(args);
     proc::run(&mut cmd)
+}
+
+/// The container lane: sandboxes in real containers from the project's image. It runs wherever
+/// an engine can (the project installs and starts one as root); elsewhere it says why not.
+fn container_lane(tools: &setup::Tools, cargo: &dyn Fn() -> Command, args: &[String]) -> Result {
+    if let Some(why) = containers::unavailable() {
+        println!("xtask: == container lane: NOT RUN: {why} ==");
+        return Ok(());
+    }
+    let lane = containers::ensure(tools)?;
+    let mut tests = cargo();
+    tests
+        .args(["test", "-p", "handoff-tests", "--test", "containers", "--"])
+        .args(args)
+        .envs(containers::Lane::test_env());
+    let result = step("container lane", &mut tests);
+    if let Some(mut engine) = lane.into_engine() {
+        engine.stop();
+    }
+    result
 }
 
 fn step(name: &str, cmd: &mut Command) -> Result {

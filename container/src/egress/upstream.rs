@@ -1,6 +1,7 @@
 //! Connecting out of the host for a sandbox: TCP to addresses already checked against the
-//! sandbox's policy, TLS (rustls, Mozilla's roots) where a credential's upstream is `https`,
-//! and one HTTP/1 exchange per connection.
+//! sandbox's policy — directly, or through the CONNECT proxy `HANDOFF_UPSTREAM_PROXY` names
+//! (a local container's way to the host: the egress sidecar) — TLS (rustls, Mozilla's roots)
+//! where a credential's upstream is `https`, and one HTTP/1 exchange per connection.
 
 use hyper::body::Incoming;
 use hyper::{Request, Response};
@@ -14,13 +15,66 @@ use tokio_rustls::rustls;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A TCP connection to the first of `addrs` that answers.
-pub async fn connect(addrs: &[SocketAddr]) -> Result<TcpStream, String> {
+/// A connection out: a TCP stream, or a tunnel through the upstream proxy.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+pub type Stream = Box<dyn Io>;
+
+/// The CONNECT proxy all connections go through, if the daemon was given one.
+fn upstream_proxy() -> Option<SocketAddr> {
+    static PROXY: OnceLock<Option<SocketAddr>> = OnceLock::new();
+    *PROXY.get_or_init(|| {
+        let raw = std::env::var("HANDOFF_UPSTREAM_PROXY").ok()?;
+        let addr = raw
+            .trim()
+            .trim_start_matches("http://")
+            .trim_end_matches('/');
+        addr.parse().ok()
+    })
+}
+
+/// A connection to the first of `addrs` that answers.
+pub async fn connect(addrs: &[SocketAddr]) -> Result<Stream, String> {
+    if let Some(proxy) = upstream_proxy() {
+        let target = addrs.first().ok_or("no address to connect to")?;
+        return tunnel(proxy, *target).await;
+    }
     match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addrs)).await {
-        Ok(Ok(stream)) => Ok(stream),
+        Ok(Ok(stream)) => Ok(Box::new(stream)),
         Ok(Err(e)) => Err(format!("cannot connect: {e}")),
         Err(_) => Err("the connection timed out".into()),
     }
+}
+
+/// A tunnel to `target` through the CONNECT proxy at `proxy`.
+async fn tunnel(proxy: SocketAddr, target: SocketAddr) -> Result<Stream, String> {
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(proxy))
+        .await
+        .map_err(|_| "the upstream proxy timed out".to_string())?
+        .map_err(|e| format!("the upstream proxy: {e}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("the upstream proxy: {e}"))?;
+    tokio::spawn(connection.with_upgrades());
+    let authority = target.to_string();
+    let request = Request::connect(authority.as_str())
+        .header(hyper::header::HOST, authority.as_str())
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .map_err(|e| e.to_string())?;
+    let response = tokio::time::timeout(CONNECT_TIMEOUT, sender.send_request(request))
+        .await
+        .map_err(|_| "the upstream proxy did not answer".to_string())?
+        .map_err(|e| format!("the upstream proxy: {e}"))?;
+    if !response.status().is_success() {
+        return Err(format!(
+            "the upstream proxy refused {target} ({})",
+            response.status()
+        ));
+    }
+    let upgraded = hyper::upgrade::on(response)
+        .await
+        .map_err(|e| format!("the upstream proxy: {e}"))?;
+    Ok(Box::new(TokioIo::new(upgraded)))
 }
 
 fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
@@ -42,7 +96,7 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
 
 /// Sends `req` over `tcp` (inside TLS for `host` when `tls`) and returns the response.
 pub async fn send(
-    tcp: TcpStream,
+    tcp: Stream,
     tls: bool,
     host: &str,
     req: Request<Incoming>,

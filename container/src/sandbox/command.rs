@@ -17,9 +17,10 @@ use tokio::process::Command;
 impl Sandbox {
     /// Where the workspace is, as the sandbox's processes see it.
     pub fn workspace_display(&self) -> String {
-        match self.mode {
-            Mode::Namespaces => WORKSPACE.to_string(),
-            _ => self.home.display().to_string(),
+        if self.at_workspace {
+            WORKSPACE.to_string()
+        } else {
+            self.home.display().to_string()
         }
     }
 
@@ -65,9 +66,10 @@ impl Sandbox {
 
     /// The path processes in the sandbox use for a resolved workspace path.
     pub fn path_inside(&self, resolved: &Resolved) -> String {
-        match self.mode {
-            Mode::Namespaces => resolved.display.clone(),
-            _ => self.home.join(&resolved.relative).display().to_string(),
+        if self.at_workspace {
+            resolved.display.clone()
+        } else {
+            self.home.join(&resolved.relative).display().to_string()
         }
     }
 
@@ -84,7 +86,7 @@ impl Sandbox {
             ("TERM".to_string(), "dumb".to_string()),
             ("HANDOFF_SANDBOX_ID".to_string(), self.id.clone()),
         ];
-        if self.mode == Mode::Namespaces {
+        if self.at_workspace {
             let proxy = format!("http://127.0.0.1:{PROXY_PORT}");
             for name in [
                 "HTTP_PROXY",

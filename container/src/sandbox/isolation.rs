@@ -259,7 +259,8 @@ fn report(mode: Mode, note: Option<&str>) -> Isolation {
             "the container is the boundary: processes run as the sandbox's unprivileged user \
              without capabilities, with no_new_privs and a seccomp filter, and see the \
              container's file system",
-            "container",
+            // Measured per check (see `direct.rs`).
+            "open",
         ),
         Mode::None => (
             "none",

@@ -49,3 +49,17 @@ pub fn write_meta(dir: &Path, meta: &Meta) -> std::io::Result<()> {
     std::fs::rename(&tmp, dir.join(META_FILE))?;
     Ok(())
 }
+
+/// Makes `/home/sandbox` lead to `home` — in a container that holds one sandbox, where no
+/// mount namespace puts the workspace there.
+pub fn link_workspace(home: &Path) -> std::io::Result<()> {
+    let link = Path::new(handoff_wire::WORKSPACE);
+    if std::fs::read_link(link).is_ok_and(|target| target == home) {
+        return Ok(());
+    }
+    let _ = std::fs::remove_file(link);
+    if let Some(parent) = link.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::os::unix::fs::symlink(home, link)
+}

@@ -11,6 +11,7 @@
 pub mod cgroup;
 mod command;
 pub mod confine;
+mod direct;
 pub mod init;
 pub mod isolation;
 mod layout;
@@ -51,6 +52,10 @@ pub struct Registry {
     volumes_missing: Option<String>,
     /// Held while a sandbox is created.
     creating: Mutex<()>,
+    /// The one sandbox this daemon serves (a container of its own), if it serves only one.
+    pinned: Option<String>,
+    /// Whether sandbox users are kept off the network beyond loopback (container mode).
+    direct: direct::DirectEgress,
     sandboxes: Mutex<HashMap<String, Arc<Sandbox>>>,
 }
 
@@ -65,6 +70,9 @@ pub struct Sandbox {
     pub gate: Arc<RwLock<()>>,
     pub processes: processes::Table,
     pub egress: egress::Log,
+    /// Whether its processes see the workspace at `/home/sandbox` and go out through the egress
+    /// proxy: in namespaces, and as the one sandbox of a container.
+    at_workspace: bool,
     /// Credentials the egress proxy adds while the commands that brought them run.
     pub credentials: Arc<egress::Credentials>,
     isolation: Isolation,
@@ -103,6 +111,7 @@ impl Registry {
         cgroups: Option<Cgroups>,
         uid_base: u32,
         disk_bytes: u64,
+        pinned: Option<String>,
     ) -> std::io::Result<Registry> {
         std::fs::create_dir_all(&root)?;
         // Sandbox users must reach their own workspace (and only that) below the root.
@@ -121,6 +130,8 @@ impl Registry {
             volumes,
             volumes_missing,
             creating: Mutex::new(()),
+            pinned,
+            direct: direct::DirectEgress::default(),
             sandboxes: Mutex::new(HashMap::new()),
         };
         for entry in std::fs::read_dir(&registry.root)?.flatten() {
@@ -191,6 +202,17 @@ impl Registry {
 
     pub fn isolation(&self) -> Isolation {
         let mut report = self.host.report.clone();
+        if self.host.mode == Mode::Container {
+            if self.direct.blocked_for(self.uid_base) {
+                report.network = "proxy-only".into();
+            } else {
+                report.network = "open".into();
+                report.notes.push(
+                    "sandbox processes can open connections beyond the container directly:                      the egress proxy (its rules and log) applies only to programs that use                      the proxy settings in their environment"
+                        .into(),
+                );
+            }
+        }
         match (&self.volumes, &self.volumes_missing) {
             (Some(v), _) => report.limits.disk_bytes = Some(v.volumes.size_bytes),
             (None, Some(why)) => report
@@ -243,6 +265,8 @@ impl Registry {
             tools: self.tools.clone(),
             dir,
             mode: self.host.mode,
+            at_workspace: self.host.mode == Mode::Namespaces
+                || (self.host.mode == Mode::Container && self.pinned.as_deref() == Some(id)),
             uid: meta.uid.unwrap_or(self.uid_base),
             meta: Mutex::new(meta),
             runtime: AsyncMutex::new(None),
@@ -279,6 +303,11 @@ impl Registry {
         self.host
             .usable()
             .map_err(ApiError::isolation_unavailable)?;
+        if let Some(pinned) = self.pinned.as_deref().filter(|p| *p != id) {
+            return Err(ApiError::bad_request(format!(
+                "this daemon serves sandbox {pinned} only"
+            )));
+        }
         if let Ok(existing) = self.get(id) {
             existing.set_spec(spec)?;
             return Ok(existing);
@@ -308,6 +337,9 @@ impl Registry {
         self.prepare_dirs(&dir, uid)?;
         write_meta(&dir, &meta)?;
         let sandbox = self.make(id, meta);
+        if sandbox.at_workspace && sandbox.mode == Mode::Container {
+            layout::link_workspace(&sandbox.home)?;
+        }
         let mut map = self.lock();
         Ok(map.entry(id.to_string()).or_insert(sandbox).clone())
     }
@@ -371,6 +403,13 @@ impl Registry {
                     .map_err(|e| ApiError::internal(format!("egress proxy: {e}")))?;
                 let proxy = egress::spawn(sandbox.clone(), listener)?;
                 (Some(init), Some(proxy))
+            }
+            // The one sandbox of a container has the container's network to itself: its proxy
+            // listens on the container's loopback.
+            Mode::Container if sandbox.at_workspace => {
+                let listener = netns::listen(None, PROXY_PORT)
+                    .map_err(|e| ApiError::internal(format!("egress proxy: {e}")))?;
+                (None, Some(egress::spawn(sandbox.clone(), listener)?))
             }
             Mode::Container | Mode::None | Mode::Unavailable => (None, None),
         };

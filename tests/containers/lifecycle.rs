@@ -1,0 +1,104 @@
+//! Containers come and go under a sandbox: pausing snapshots the workspace to R2 and removes
+//! the container, resuming starts a new one and restores the files, and a container that dies
+//! (its host fails, the engine kills it) is replaced on the next call, with the last snapshot —
+//! while a command it was running fails promptly instead of hanging.
+
+use crate::{create, exec, mcp, stdout};
+use handoff_tests::containers::{container_of, wait_gone};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn pausing_removes_the_container_and_resuming_restores_the_files() {
+    let mcp = mcp().await;
+    let id = create(&mcp, json!({})).await;
+    exec(
+        &mcp,
+        &id,
+        "mkdir -p src/deep && echo kept > src/deep/file.txt && chmod 755 src/deep/file.txt \
+         && ln -s deep/file.txt src/link && head -c 100000 /dev/urandom > blob.bin \
+         && sha256sum blob.bin > blob.sum",
+    )
+    .await;
+    let before = container_of(&id);
+    let paused = mcp.call_ok("sandbox_pause", json!({"sandboxId": id})).await;
+    assert_eq!(paused["status"], "paused", "{paused:#}");
+    assert!(
+        wait_gone(&id, Duration::from_secs(30)),
+        "a paused sandbox has no container"
+    );
+
+    let resumed = mcp
+        .call_ok("sandbox_resume", json!({"sandboxId": id}))
+        .await;
+    assert_eq!(resumed["status"], "running", "{resumed:#}");
+    let after = container_of(&id);
+    assert_ne!(after.id, before.id, "a new container");
+    let out = exec(
+        &mcp,
+        &id,
+        "cat src/link; stat -c %a src/deep/file.txt; sha256sum -c blob.sum",
+    )
+    .await;
+    assert_eq!(stdout(&out), "kept\n755\nblob.bin: OK\n", "{out}");
+}
+
+#[tokio::test]
+async fn a_lost_container_is_replaced_with_the_last_snapshot() {
+    let mcp = mcp().await;
+    let id = create(&mcp, json!({})).await;
+    exec(&mcp, &id, "echo snapshotted > a.txt").await;
+    mcp.call_ok("sandbox_pause", json!({"sandboxId": id})).await;
+    exec(&mcp, &id, "echo after-the-snapshot > b.txt").await;
+    let lost = container_of(&id);
+    lost.kill();
+    let started = Instant::now();
+    let out = exec(&mcp, &id, "cat a.txt; ls").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "replaced in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(stdout(&out), "snapshotted\na.txt\n", "{out}");
+    assert_ne!(container_of(&id).id, lost.id);
+}
+
+#[tokio::test]
+async fn a_command_whose_container_dies_fails_promptly() {
+    let mcp = mcp().await;
+    let id = create(&mcp, json!({})).await;
+    exec(&mcp, &id, "true").await;
+    let container = container_of(&id);
+    let started = Instant::now();
+    let running = {
+        let mcp = mcp.reconnected();
+        let id = id.clone();
+        tokio::spawn(async move {
+            mcp.call(
+                "sandbox_exec",
+                json!({"sandboxId": id, "command": "echo started; sleep 120", "timeoutMs": 180000}),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    container.kill();
+    let result = tokio::time::timeout(Duration::from_secs(90), running)
+        .await
+        .expect("the command does not hang when its container dies")
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(100),
+        "{:?}",
+        started.elapsed()
+    );
+    let result = &result["result"];
+    assert_eq!(result["isError"], true, "{result:#}");
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("sandbox") || text.contains("container"),
+        "a clear reason: {text}"
+    );
+    // The sandbox itself carries on in a new container.
+    assert_eq!(stdout(&exec(&mcp, &id, "echo back").await), "back\n");
+}

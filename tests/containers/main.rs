@@ -1,0 +1,43 @@
+//! The production path, for real: every sandbox in a container of its own, built from
+//! `container/Dockerfile` and started by workerd's container runtime (`[dev] enable_containers`),
+//! with the project's egress sidecar beside it. One Worker serves every test (its first start
+//! builds the image); tests isolate themselves with their own sandboxes, runs and repositories.
+//! Run by the container lane of `cargo xtask test`.
+
+mod lifecycle;
+mod runs;
+mod sandboxes;
+
+use handoff_tests::stack::RunStack;
+use handoff_tests::worker::stop_group_at_exit;
+use handoff_tests::Mcp;
+use serde_json::{json, Value};
+use std::sync::OnceLock;
+
+/// The stack shared by the container tests.
+pub fn stack() -> &'static RunStack {
+    static STACK: OnceLock<RunStack> = OnceLock::new();
+    STACK.get_or_init(|| {
+        let stack = RunStack::in_containers(&[("RUN_STALL_TIMEOUT_SECONDS", "60")]);
+        stop_group_at_exit(&stack.worker);
+        stack
+    })
+}
+
+pub async fn mcp() -> Mcp {
+    Mcp::connect(&stack().url()).await
+}
+
+pub async fn create(mcp: &Mcp, arguments: Value) -> String {
+    let out = mcp.call_ok("sandbox_create", arguments).await;
+    out["sandboxId"].as_str().expect("sandboxId").to_string()
+}
+
+pub async fn exec(mcp: &Mcp, id: &str, command: &str) -> Value {
+    mcp.call_ok("sandbox_exec", json!({"sandboxId": id, "command": command}))
+        .await
+}
+
+pub fn stdout(out: &Value) -> String {
+    out["stdout"].as_str().unwrap_or_default().to_string()
+}
