@@ -73,6 +73,8 @@ impl RunStatus {
 pub mod error_codes {
     /// No sandbox backend is configured or reachable.
     pub const SANDBOX_UNAVAILABLE: &str = "sandbox_unavailable";
+    /// The sandbox stopped under the working agent (its container or daemon started afresh).
+    pub const SANDBOX_LOST: &str = "sandbox_lost";
     /// The watchdog saw no progress for the configured stall timeout.
     pub const TIMED_OUT: &str = "timed_out";
     /// A caller cancelled the run.

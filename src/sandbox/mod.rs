@@ -4,6 +4,7 @@
 //! and restores it on resume — which exec and file operations do by themselves.
 
 mod api;
+mod container;
 pub mod daemon;
 pub mod exec_stream;
 mod store;
@@ -20,12 +21,12 @@ use crate::time::{alarm_offset, now_ms};
 use api::{Ack, Zipped};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use daemon::{Daemon, Transport, CONTAINER_PORT};
+use daemon::{Daemon, Transport};
 use handoff_wire::ExecRequest;
 use std::cell::Cell;
-use std::time::Duration;
+use std::rc::Rc;
 use worker::{
-    console_error, durable_object, js_sys, wasm_bindgen::JsValue, Data, Delay, DurableObject, Env,
+    console_error, durable_object, js_sys, wasm_bindgen::JsValue, Data, DurableObject, Env,
     Request, Response, ResponseBody, SqlStorage, State,
 };
 
@@ -37,8 +38,6 @@ pub const EXEC_STREAM_PATH: &str = "/exec-stream";
 const ENSURE_EVERY_MS: i64 = 60_000;
 /// Activity is written down at most this often (it only feeds the idle timer).
 const TOUCH_EVERY_MS: i64 = 5_000;
-/// How long a freshly started container may take to open the daemon's port.
-const CONTAINER_READY_MS: i64 = 60_000;
 
 /// Runs a daemon call; if the daemon answers "not found", makes sure it still has the sandbox
 /// (recreating and restoring it if it lost it) and tries once more.
@@ -61,6 +60,8 @@ pub struct SandboxObject {
     env: Env,
     /// When this instance last made sure the daemon has the sandbox (0: never).
     ensured_at: Cell<i64>,
+    /// What this instance knows of its container.
+    watch: Rc<container::Watch>,
 }
 
 impl DurableObject for SandboxObject {
@@ -72,6 +73,7 @@ impl DurableObject for SandboxObject {
             state,
             env,
             ensured_at: Cell::new(0),
+            watch: Rc::default(),
         }
     }
 
@@ -318,12 +320,12 @@ impl SandboxObject {
     /// The daemon for this sandbox on whichever backend this deployment has.
     async fn daemon(&self, id: &str) -> Result<Daemon> {
         if let Some(container) = self.state.container() {
-            if !container.running() {
-                start_container(&container, &self.env, id)?;
+            let (daemon, started) =
+                container::daemon(&container, &self.env, id, &self.watch).await?;
+            if started {
+                // A new container's daemon has no sandbox yet: the next use puts it back.
+                self.ensured_at.set(0);
             }
-            let fetcher = container.get_tcp_port(CONTAINER_PORT)?;
-            let daemon = Daemon::new(&self.env, Transport::Container(fetcher), id)?;
-            wait_for_container(&daemon).await?;
             return Ok(daemon);
         }
         match config::sandbox_daemon_url(&self.env) {
@@ -515,58 +517,5 @@ impl SandboxObject {
         daemon
             .forward(&req, &format!("/ports/{port}/http/{tail}{query}"))
             .await
-    }
-}
-
-/// Starts the container for sandbox `id` with the key of that sandbox alone (never the master
-/// secret) and the id it is to serve.
-fn start_container(container: &worker::Container, env: &Env, id: &str) -> Result<()> {
-    let master = config::daemon_secret(env).ok_or_else(|| {
-        Error::not_configured(format!(
-            "{} is not set (at least 32 characters)",
-            config::DAEMON_SECRET
-        ))
-    })?;
-    let options = js_sys::Object::new();
-    let vars = js_sys::Object::new();
-    let set = |object: &js_sys::Object, key: &str, value: JsValue| {
-        js_sys::Reflect::set(object, &key.into(), &value)
-            .map(|_| ())
-            .map_err(|_| Error::internal("container options"))
-    };
-    set(
-        &vars,
-        "SANDBOX_DAEMON_SECRET",
-        daemon::container_key(&master, id).into(),
-    )?;
-    set(&vars, "HANDOFF_SANDBOX_ID", id.into())?;
-    if let Some(proxy) = config::get(env, config::CONTAINER_UPSTREAM_PROXY) {
-        set(&vars, "HANDOFF_UPSTREAM_PROXY", proxy.into())?;
-    }
-    set(&options, "env", vars.into())?;
-    set(&options, "enableInternet", JsValue::TRUE)?;
-    let start = js_sys::Reflect::get(container.as_ref(), &"start".into())
-        .map_err(|_| Error::internal("container.start missing"))?;
-    let start: js_sys::Function = start.into();
-    start
-        .call1(container.as_ref(), &options)
-        .map_err(|e| Error::unavailable(format!("the container did not start: {e:?}")))?;
-    Ok(())
-}
-
-/// Retries the daemon's health endpoint until a new container's port opens.
-async fn wait_for_container(daemon: &Daemon) -> Result<()> {
-    let deadline = now_ms() + CONTAINER_READY_MS;
-    loop {
-        match daemon.health().await {
-            Ok(()) => return Ok(()),
-            Err(e) if now_ms() > deadline => {
-                return Err(Error::unavailable(format!(
-                    "the sandbox container did not become ready: {}",
-                    e.message
-                )))
-            }
-            Err(_) => Delay::from(Duration::from_millis(250)).await,
-        }
     }
 }

@@ -14,7 +14,7 @@ use crate::sandbox::{SandboxClient, SandboxOp};
 use crate::time::now_ms;
 use handoff_wire::{ExecRequest, WORKSPACE};
 use std::collections::BTreeMap;
-use worker::{Env, SqlStorage};
+use worker::{console_warn, Env, SqlStorage};
 
 /// What the session should do after a step.
 pub enum Next {
@@ -74,6 +74,12 @@ impl Driver<'_> {
         match self.advance(current.clone(), &run).await {
             Ok(next) => Ok(next),
             Err(e) if e.kind == ErrorKind::Unavailable && current.failures + 1 < MAX_FAILURES => {
+                console_warn!(
+                    "session {}: {} (attempt {} of {MAX_FAILURES})",
+                    self.session_id,
+                    e.message,
+                    current.failures + 1
+                );
                 let mut retry = current;
                 retry.failures += 1;
                 self.save(&retry)?;
@@ -81,7 +87,7 @@ impl Driver<'_> {
             }
             Err(e) => {
                 let code = match (e.kind, phase) {
-                    (ErrorKind::Unavailable, Phase::Working) => "sandbox_lost",
+                    (ErrorKind::Unavailable, Phase::Working) => error_codes::SANDBOX_LOST,
                     (ErrorKind::Unavailable | ErrorKind::NotConfigured, _) => {
                         error_codes::SANDBOX_UNAVAILABLE
                     }
@@ -120,6 +126,7 @@ impl Driver<'_> {
             failures: 0,
             detail: ProgressDetail::default(),
             idle_unsettled_since: None,
+            sandbox_born: None,
         };
         self.save(&current)?;
         Ok(Next::Now)
@@ -242,14 +249,15 @@ impl Driver<'_> {
         }
         // Messages first, then the status: a turn read as settled and a session idle after it
         // is really over, whereas the other order races a step that starts in between.
-        let turn = opencode::read_turn(
-            &agent
-                .messages(&session, Some(60))
-                .await
-                .map_err(agent_gone)?,
-            &current.marker,
-        );
-        let activity = agent.activity(&session).await.map_err(agent_gone)?;
+        let messages = match agent.messages(&session, Some(60)).await {
+            Ok(messages) => messages,
+            Err(e) => return self.agent_unreachable(&current, e).await,
+        };
+        let turn = opencode::read_turn(&messages, &current.marker);
+        let activity = match agent.activity(&session).await {
+            Ok(activity) => activity,
+            Err(e) => return self.agent_unreachable(&current, e).await,
+        };
         if turn.prompted {
             current.detail = turn.detail.clone();
         }
@@ -298,6 +306,32 @@ impl Driver<'_> {
             ));
         }
         Ok(Next::After(config::poll_interval_ms(self.env)))
+    }
+
+    /// The agent did not answer. If the sandbox it ran in is gone (a new container or daemon
+    /// serves it now), the run fails at once saying so; otherwise the error goes on as it was.
+    async fn agent_unreachable(&self, current: &Current, e: Error) -> Result<Next> {
+        let Some(born) = &current.sandbox_born else {
+            return Err(agent_gone(e));
+        };
+        let Ok(info) = self.sandbox()?.info().await else {
+            return Err(agent_gone(e));
+        };
+        if info.daemon.as_ref().map(|d| d.created_at) == Some(born.created_at) {
+            return Err(agent_gone(e));
+        }
+        let what = if born.container {
+            "the sandbox's container stopped"
+        } else {
+            "the sandbox daemon lost the sandbox"
+        };
+        let message = format!(
+            "{what} while the agent was working, taking the agent and its unpushed work with \
+             it; run the task again"
+        );
+        self.fail(current, error_codes::SANDBOX_LOST, message)
+            .await?;
+        Ok(Next::Now)
     }
 
     /// Ends the run as failed (stopping its agent); terminal states stay as they are.

@@ -4,7 +4,7 @@
 
 use super::driver::{argv, Driver};
 use super::opencode::{self, Agent};
-use super::store::{self, Current};
+use super::store::{self, Current, SandboxBirth};
 use crate::config;
 use crate::error::{Error, Result};
 use crate::ids;
@@ -118,6 +118,10 @@ impl Driver<'_> {
             })
             .await?;
         current.agent_process = Some(process.id);
+        current.sandbox_born = sandbox.info().await?.daemon.map(|d| SandboxBirth {
+            created_at: d.created_at,
+            container: d.isolation.level == "container",
+        });
         self.save(current)?;
         let agent = Agent {
             sandbox: &sandbox,

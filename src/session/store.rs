@@ -130,6 +130,18 @@ pub struct Current {
     /// Since when the agent has been idle with an answer that never completed.
     #[serde(default)]
     pub idle_unsettled_since: Option<i64>,
+    /// The sandbox the agent was started in, to tell a lost sandbox from a crashed agent.
+    #[serde(default)]
+    pub sandbox_born: Option<SandboxBirth>,
+}
+
+/// Which incarnation of the sandbox a run's agent runs in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SandboxBirth {
+    /// The daemon's `created_at` for the sandbox: a new container or daemon changes it.
+    pub created_at: i64,
+    /// Whether the sandbox is a container (so a loss is told as the container stopping).
+    pub container: bool,
 }
 
 pub fn current(sql: &SqlStorage) -> Result<Option<Current>> {

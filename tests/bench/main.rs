@@ -2,6 +2,8 @@
 //! measured and how it compares with the targets. It never fails on a target.
 
 mod agent;
+mod containers;
+mod lifecycle;
 mod oauth;
 mod runs;
 mod sandboxes;

@@ -1,15 +1,19 @@
 //! The sandbox benchmark: `sandbox_exec` of `true` through the whole stack (MCP → Worker →
 //! sandbox Durable Object → daemon → into the sandbox) with its share, create-to-ready,
-//! and the daemon's resident memory when idle.
+//! pause/resume of a 50 MB workspace and the daemon's resident memory when idle — on the local
+//! daemon, then (where the container lane can run) with every sandbox in a real container.
 
+use crate::containers;
+use crate::lifecycle::{self, p50};
 use crate::stats::{measure, report, verdict};
 use handoff_tests::daemon::Daemon;
 use handoff_tests::{Mcp, Worker, WorkerOptions};
 use serde_json::json;
 use std::sync::Arc;
-use std::time::Instant;
 
 const CREATES: usize = 20;
+/// Pause/resume rounds per backend.
+pub const ROUNDS: usize = 3;
 
 pub async fn run() {
     let daemon = Daemon::start();
@@ -18,28 +22,9 @@ pub async fn run() {
     let pid = daemon.pgid().expect("daemon pid") as u32;
     let idle_before = rss_kib(pid);
 
-    println!("\n== Sandboxes ==");
-    let mut create_ms = Vec::new();
-    let mut ready_ms = Vec::new();
-    let mut first = String::new();
-    for _ in 0..CREATES {
-        let started = Instant::now();
-        let out = mcp.call_ok("sandbox_create", json!({})).await;
-        create_ms.push(started.elapsed().as_secs_f64() * 1000.0);
-        let id = out["sandboxId"].as_str().expect("sandboxId").to_string();
-        let done = mcp
-            .call_ok("sandbox_exec", json!({"sandboxId": id, "command": "true"}))
-            .await;
-        assert_eq!(done["exitCode"], 0);
-        ready_ms.push(started.elapsed().as_secs_f64() * 1000.0);
-        if first.is_empty() {
-            first = id;
-        }
-    }
-    let p50 = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
+    println!("\n== Sandboxes (local daemon) ==");
+    let (ids, mut create_ms, mut ready_ms) = lifecycle::create_and_exec(&mcp, CREATES).await;
+    let first = ids[0].clone();
     let ready = p50(&mut ready_ms);
     println!(
         "sandbox_create p50 {:.1} ms; create → first exec done p50 {ready:.1} ms over {CREATES} sandboxes (target <= 300 ms) {}",
@@ -81,6 +66,8 @@ pub async fn run() {
 
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let idle_after = rss_kib(pid);
+    let (mut pause, mut resume) = lifecycle::pause_resume(&mcp, &ids[1], ROUNDS).await;
+    lifecycle::report_pause_resume("local daemon", &mut pause, &mut resume);
     println!(
         "daemon resident memory: {:.1} MiB at start, {:.1} MiB idle with {CREATES} running sandboxes \
          (each sandbox adds a bwrap init and a sleep process outside the daemon)",
@@ -89,6 +76,7 @@ pub async fn run() {
     );
     drop(worker);
     drop(daemon);
+    containers::run().await;
 }
 
 /// VmRSS of a process in KiB.

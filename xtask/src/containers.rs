@@ -165,6 +165,33 @@ fn remove_leftovers() {
         args.extend(ids);
         let _ = proc::output(&mut docker(&args));
     }
+    prune_old_images();
+}
+
+/// wrangler tags a new image for every start; only the newest is worth keeping (BuildKit's
+/// cache makes the next build quick anyway), so older tags and dangling layers go.
+fn prune_old_images() {
+    let listed = proc::output(&mut docker(&[
+        "images",
+        "cloudflare-dev/sandboxobject",
+        "--format",
+        "{{.ID}} {{.Repository}}:{{.Tag}}",
+    ]))
+    .unwrap_or_default();
+    let mut rows = listed.lines().filter_map(|l| l.split_once(' '));
+    let Some((newest, _)) = rows.next() else {
+        return;
+    };
+    let old: Vec<&str> = rows
+        .filter(|(id, _)| *id != newest)
+        .map(|(_, tag)| tag)
+        .collect();
+    if !old.is_empty() {
+        let mut args = vec!["rmi"];
+        args.extend(old);
+        let _ = proc::output(&mut docker(&args));
+    }
+    let _ = proc::output(&mut docker(&["image", "prune", "-f"]));
 }
 
 /// Debian bookworm, minimal, made offline with debootstrap and imported as `BASE_IMAGE`.

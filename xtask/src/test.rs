@@ -80,7 +80,27 @@ pub fn bench(args: &[String]) -> Result {
     cmd.current_dir(root())
         .args(["run", "-p", "handoff-tests", "--bin", "bench", "--"])
         .args(args);
-    proc::run(&mut cmd)
+    // The sandbox figures include the container backend wherever the lane can run.
+    let wants_sandboxes = matches!(
+        args.first().map(String::as_str),
+        None | Some("all" | "sandboxes")
+    );
+    let lane = match containers::unavailable() {
+        Some(why) if wants_sandboxes => {
+            println!("xtask: sandboxes in containers will not be measured: {why}");
+            None
+        }
+        None if wants_sandboxes => {
+            cmd.envs(containers::Lane::test_env());
+            Some(containers::ensure(&tools)?)
+        }
+        _ => None,
+    };
+    let result = proc::run(&mut cmd);
+    if let Some(mut engine) = lane.and_then(containers::Lane::into_engine) {
+        engine.stop();
+    }
+    result
 }
 
 /// The container lane: sandboxes in real containers from the project's image. It runs wherever

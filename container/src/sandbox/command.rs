@@ -57,8 +57,11 @@ impl Sandbox {
             &cwd,
         )?;
         let mut cmd = init::confined(program, args, confinement)?;
+        // Shells print `$PWD` when it names the working directory, so a workspace reached
+        // through a link (`/home/sandbox` in a container) reads as the path the sandbox uses.
         cmd.envs(self.base_env())
             .envs(self.spec().env)
+            .env("PWD", &cwd)
             .envs(env)
             .kill_on_drop(true);
         Ok(cmd)

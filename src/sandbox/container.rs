@@ -1,0 +1,132 @@
+//! The sandbox's Cloudflare Container: starting it with the key of its sandbox alone, waiting
+//! for its daemon to answer, and watching it so that a container that stops is noticed (the
+//! runtime reports it as not running once its exit is observed, and the next use starts a new
+//! one, which the object then restores from the last snapshot).
+
+use super::daemon::{self, Daemon, Transport, CONTAINER_PORT};
+use crate::config;
+use crate::error::{Error, Result};
+use crate::time::now_ms;
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+use worker::{js_sys, wasm_bindgen::JsValue, wasm_bindgen_futures, Delay, Env};
+
+/// How long a freshly started container may take to open the daemon's port.
+const READY_MS: i64 = 60_000;
+
+/// Starts the container for sandbox `id` with the key of that sandbox alone (never the master
+/// secret) and the id it is to serve.
+pub fn start(container: &worker::Container, env: &Env, id: &str) -> Result<()> {
+    let master = config::daemon_secret(env).ok_or_else(|| {
+        Error::not_configured(format!(
+            "{} is not set (at least 32 characters)",
+            config::DAEMON_SECRET
+        ))
+    })?;
+    let options = js_sys::Object::new();
+    let vars = js_sys::Object::new();
+    set(
+        &vars,
+        "SANDBOX_DAEMON_SECRET",
+        daemon::container_key(&master, id).into(),
+    )?;
+    set(&vars, "HANDOFF_SANDBOX_ID", id.into())?;
+    if let Some(proxy) = config::get(env, config::CONTAINER_UPSTREAM_PROXY) {
+        set(&vars, "HANDOFF_UPSTREAM_PROXY", proxy.into())?;
+    }
+    set(&options, "env", vars.into())?;
+    set(&options, "enableInternet", JsValue::TRUE)?;
+    method(container, "start")?
+        .call1(container.as_ref(), &options)
+        .map_err(|e| Error::unavailable(format!("the container did not start: {e:?}")))?;
+    Ok(())
+}
+
+/// What one object instance knows of its container.
+#[derive(Default)]
+pub struct Watch {
+    /// Something awaits the container's exit.
+    watching: Cell<bool>,
+    /// Its daemon has answered since it last started.
+    ready: Cell<bool>,
+}
+
+/// The daemon in the sandbox's container, starting the container first if it is not running
+/// (then `started` is true) and waiting until its daemon answers. Until something awaits
+/// `monitor()`, the runtime keeps reporting a container that died as running, so every
+/// running container is watched; once its exit is seen, the next use starts a new one.
+pub async fn daemon(
+    container: &worker::Container,
+    env: &Env,
+    id: &str,
+    watch: &Rc<Watch>,
+) -> Result<(Daemon, bool)> {
+    let deadline = now_ms() + READY_MS;
+    let mut started = false;
+    loop {
+        if !container.running() {
+            start(container, env, id)?;
+            started = true;
+            watch.ready.set(false);
+        }
+        watch_exit(container, watch);
+        let fetcher = container.get_tcp_port(CONTAINER_PORT)?;
+        let daemon = Daemon::new(env, Transport::Container(fetcher), id)?;
+        if watch.ready.get() {
+            return Ok((daemon, started));
+        }
+        match daemon.health().await {
+            Ok(()) => {
+                watch.ready.set(true);
+                return Ok((daemon, started));
+            }
+            Err(e) if now_ms() > deadline => {
+                return Err(Error::unavailable(format!(
+                    "the sandbox container did not become ready: {}",
+                    e.message
+                )))
+            }
+            Err(_) => Delay::from(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+fn watch_exit(container: &worker::Container, watch: &Rc<Watch>) {
+    if watch.watching.replace(true) {
+        return;
+    }
+    let exited = method(container, "monitor")
+        .and_then(|monitor| {
+            monitor
+                .call0(container.as_ref())
+                .map_err(|e| Error::internal(format!("container.monitor: {e:?}")))
+        })
+        .map(|promise| wasm_bindgen_futures::JsFuture::from(js_sys::Promise::from(promise)));
+    let Ok(exited) = exited else {
+        watch.watching.set(false);
+        return;
+    };
+    let watch = watch.clone();
+    wasm_bindgen_futures::spawn_local(async move {
+        // Resolves when the container exits and rejects when it is destroyed or crashes:
+        // either way it is gone.
+        let _ = exited.await;
+        watch.watching.set(false);
+        watch.ready.set(false);
+    });
+}
+
+fn set(object: &js_sys::Object, key: &str, value: JsValue) -> Result<()> {
+    js_sys::Reflect::set(object, &key.into(), &value)
+        .map(|_| ())
+        .map_err(|_| Error::internal("container options"))
+}
+
+fn method(container: &worker::Container, name: &str) -> Result<js_sys::Function> {
+    js_sys::Reflect::get(container.as_ref(), &name.into())
+        .ok()
+        .filter(|f| f.is_function())
+        .map(js_sys::Function::from)
+        .ok_or_else(|| Error::internal(format!("container.{name} is missing")))
+}

@@ -1,0 +1,77 @@
+//! Figures both sandbox backends share: create → first exec done, and pause (snapshot to R2) /
+//! resume (restore) of a sandbox holding a 50 MB workspace.
+
+use handoff_tests::Mcp;
+use serde_json::json;
+use std::time::Instant;
+
+/// The median of some samples (sorted in place).
+pub fn p50(samples: &mut [f64]) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+fn ms_since(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1000.0
+}
+
+/// Creates `count` sandboxes one after another, each followed by `sandbox_exec true`; returns
+/// their ids and the create and create → first exec done times in ms.
+pub async fn create_and_exec(mcp: &Mcp, count: usize) -> (Vec<String>, Vec<f64>, Vec<f64>) {
+    let (mut ids, mut create, mut ready) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..count {
+        let started = Instant::now();
+        let out = mcp.call_ok("sandbox_create", json!({})).await;
+        create.push(ms_since(started));
+        let id = out["sandboxId"].as_str().expect("sandboxId").to_string();
+        let done = mcp
+            .call_ok("sandbox_exec", json!({"sandboxId": id, "command": "true"}))
+            .await;
+        assert_eq!(done["exitCode"], 0, "{done:#}");
+        ready.push(ms_since(started));
+        ids.push(id);
+    }
+    (ids, create, ready)
+}
+
+/// Pause and resume times (ms, `rounds` each) of a sandbox with 50 MB of incompressible files;
+/// the files are checked after the last resume.
+pub async fn pause_resume(mcp: &Mcp, id: &str, rounds: usize) -> (Vec<f64>, Vec<f64>) {
+    let exec = |command: &str| {
+        mcp.call_ok(
+            "sandbox_exec",
+            json!({"sandboxId": id, "command": command, "timeoutMs": 120000}),
+        )
+    };
+    let made =
+        exec("head -c 52428800 /dev/urandom > blob.bin && sha256sum blob.bin > blob.sum").await;
+    assert_eq!(made["exitCode"], 0, "{made:#}");
+    let (mut pause, mut resume) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let started = Instant::now();
+        let paused = mcp.call_ok("sandbox_pause", json!({"sandboxId": id})).await;
+        assert_eq!(paused["status"], "paused", "{paused:#}");
+        pause.push(ms_since(started));
+        let started = Instant::now();
+        let resumed = mcp
+            .call_ok("sandbox_resume", json!({"sandboxId": id}))
+            .await;
+        assert_eq!(resumed["status"], "running", "{resumed:#}");
+        let back = exec("true").await;
+        assert_eq!(back["exitCode"], 0, "{back:#}");
+        resume.push(ms_since(started));
+    }
+    let checked = exec("sha256sum -c blob.sum").await;
+    assert_eq!(checked["exitCode"], 0, "the 50 MB survived: {checked:#}");
+    (pause, resume)
+}
+
+/// Prints the pause/resume line of one backend.
+pub fn report_pause_resume(backend: &str, pause: &mut [f64], resume: &mut [f64]) {
+    println!(
+        "{backend}: pause (50 MB workspace → R2) p50 {:.0} ms, resume (→ first exec done) p50 {:.0} ms over {} rounds",
+        p50(pause),
+        p50(resume),
+        pause.len()
+    );
+}
