@@ -14,6 +14,8 @@ use worker::{js_sys, wasm_bindgen::JsValue, wasm_bindgen_futures, Delay, Env};
 
 /// How long a freshly started container may take to open the daemon's port.
 const READY_MS: i64 = 60_000;
+/// How often a starting container's daemon is asked whether it is up.
+const POLL_MS: u64 = 40;
 
 /// Starts the container for sandbox `id` with the key of that sandbox alone (never the master
 /// secret) and the id it is to serve.
@@ -87,7 +89,7 @@ pub async fn daemon(
                     e.message
                 )))
             }
-            Err(_) => Delay::from(Duration::from_millis(250)).await,
+            Err(_) => Delay::from(Duration::from_millis(POLL_MS)).await,
         }
     }
 }

@@ -12,6 +12,8 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The lane's Debian base image (`cargo xtask` makes it).
+const BASE_IMAGE: &str = "handoff-base:bookworm";
 /// Sandboxes started cold (a new container each).
 const COLD: usize = 8;
 
@@ -42,6 +44,18 @@ pub async fn run() {
         ready_ms.last().copied().unwrap_or_default(),
         verdict(ready < 600.0)
     );
+    let mut engine_ms: Vec<f64> = (0..5)
+        .map(|_| {
+            let started = Instant::now();
+            docker(&["run", "--rm", "--network", "none", BASE_IMAGE, "true"]);
+            started.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
+    println!(
+        "the engine alone: `docker run --rm {BASE_IMAGE} true` p50 {:.0} ms; workerd starts two \
+         containers per sandbox, its network sidecar first",
+        p50(&mut engine_ms)
+    );
     println!(
         "Cloudflare's published figures (not measured here): Sandbox SDK 1.0 median start → \
          first command under 600 ms; SDK 0.x about 4 s"
@@ -71,11 +85,13 @@ pub async fn run() {
     );
 
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    let (sandbox, sidecar) = idle_memory_mib(&ids);
+    let memory = idle_memory(&ids);
     println!(
-        "memory per idle container (docker stats): sandbox container p50 {sandbox:.1} MiB \
-         (daemon + sandbox init), its network sidecar p50 {sidecar:.1} MiB (local lane only; \
-         Cloudflare runs its own)"
+        "memory per idle container, p50 over {COLD}: processes' resident memory {:.1} MiB \
+         (daemon + sandbox init; binaries' pages are shared between containers), charged to the \
+         container's cgroup {:.1} MiB; its network sidecar {:.1} MiB resident (local lane \
+         only; Cloudflare runs its own)",
+        memory.resident, memory.charged, memory.sidecar_resident
     );
 
     let (mut pause, mut resume) = lifecycle::pause_resume(&mcp, &ids[1], ROUNDS).await;
@@ -87,8 +103,16 @@ pub async fn run() {
     drop(worker);
 }
 
-/// Median memory use of the sandboxes' containers and of their sidecars, in MiB.
-fn idle_memory_mib(ids: &[String]) -> (f64, f64) {
+struct Memory {
+    resident: f64,
+    charged: f64,
+    sidecar_resident: f64,
+}
+
+/// Medians over the sandboxes' containers, in MiB: the resident memory of the processes in
+/// each (`docker top`), what the engine charges the container (`docker stats`), and the
+/// resident memory of each one's sidecar.
+fn idle_memory(ids: &[String]) -> Memory {
     let names: Vec<String> = ids
         .iter()
         .map(|id| {
@@ -99,31 +123,32 @@ fn idle_memory_mib(ids: &[String]) -> (f64, f64) {
                 .to_string()
         })
         .collect();
-    let mut args = vec![
-        "stats",
-        "--no-stream",
-        "--format",
-        "{{.Name}} {{.MemUsage}}",
-    ];
-    let sidecars: Vec<String> = names.iter().map(|n| format!("{n}-proxy")).collect();
+    let resident_mib = |name: &str| -> f64 {
+        let kib: u64 = docker(&["top", name, "-eo", "pid,rss"])
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum();
+        kib as f64 / 1024.0
+    };
+    let mut resident: Vec<f64> = names.iter().map(|n| resident_mib(n)).collect();
+    let mut sidecar: Vec<f64> = names
+        .iter()
+        .map(|n| resident_mib(&format!("{n}-proxy")))
+        .collect();
+    let mut args = vec!["stats", "--no-stream", "--format", "{{.MemUsage}}"];
     args.extend(names.iter().map(String::as_str));
-    args.extend(sidecars.iter().map(String::as_str));
     let out = docker(&args);
-    let (mut own, mut beside) = (Vec::new(), Vec::new());
-    for line in out.lines() {
-        let mut parts = line.split_whitespace();
-        let (Some(name), Some(usage)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        let Some(mib) = to_mib(usage) else { continue };
-        if name.ends_with("-proxy") {
-            beside.push(mib);
-        } else {
-            own.push(mib);
-        }
+    let mut charged: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().and_then(to_mib))
+        .collect();
+    assert_eq!(charged.len(), names.len(), "docker stats: {out}");
+    Memory {
+        resident: p50(&mut resident),
+        charged: p50(&mut charged),
+        sidecar_resident: p50(&mut sidecar),
     }
-    assert!(!own.is_empty() && !beside.is_empty(), "docker stats: {out}");
-    (p50(&mut own), p50(&mut beside))
 }
 
 /// `12.5MiB` → 12.5.

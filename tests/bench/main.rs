@@ -1,4 +1,4 @@
-//! `cargo xtask bench [runs|sandboxes|agent|oauth]`: starts fresh local stacks and prints figures — what was
+//! `cargo xtask bench [runs|sandboxes|containers|agent|oauth]`: starts fresh local stacks and prints figures — what was
 //! measured and how it compares with the targets. It never fails on a target.
 
 mod agent;
@@ -15,6 +15,7 @@ async fn main() {
     match which.as_str() {
         "runs" => runs::run().await,
         "sandboxes" => sandboxes::run().await,
+        "containers" => containers::run().await,
         "agent" => agent::run().await,
         "oauth" => oauth::run().await,
         "all" => {
@@ -25,7 +26,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "bench: unknown benchmark {other:?}; use runs, sandboxes, agent, oauth or all"
+                "bench: unknown benchmark {other:?}; use runs, sandboxes, containers, agent, oauth or all"
             );
             std::process::exit(2);
         }

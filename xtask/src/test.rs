@@ -83,7 +83,7 @@ pub fn bench(args: &[String]) -> Result {
     // The sandbox figures include the container backend wherever the lane can run.
     let wants_sandboxes = matches!(
         args.first().map(String::as_str),
-        None | Some("all" | "sandboxes")
+        None | Some("all" | "sandboxes" | "containers")
     );
     let lane = match containers::unavailable() {
         Some(why) if wants_sandboxes => {
