@@ -7,6 +7,7 @@ mod api;
 mod container;
 pub mod daemon;
 pub mod exec_stream;
+mod snapshots;
 mod store;
 
 pub use api::{SandboxClient, SandboxInfo, SandboxOp};
@@ -26,8 +27,8 @@ use handoff_wire::ExecRequest;
 use std::cell::Cell;
 use std::rc::Rc;
 use worker::{
-    console_error, durable_object, js_sys, wasm_bindgen::JsValue, Data, DurableObject, Env,
-    Request, Response, ResponseBody, SqlStorage, State,
+    console_error, console_warn, durable_object, DurableObject, Env, Request, Response, SqlStorage,
+    State,
 };
 
 /// R2 binding for snapshots and artifacts.
@@ -378,29 +379,9 @@ impl SandboxObject {
         Ok(record)
     }
 
-    async fn restore_snapshot(&self, record: &SandboxRecord, daemon: &Daemon) -> Result<()> {
-        let Some(key) = &record.snapshot_key else {
-            return Ok(());
-        };
-        let bucket = self.env.bucket(BUCKET)?;
-        let object = bucket
-            .get(key.as_str())
-            .execute()
-            .await?
-            .ok_or_else(|| Error::internal(format!("snapshot {key} is missing from R2")))?;
-        let body = object
-            .body()
-            .ok_or_else(|| Error::internal("snapshot has no body"))?;
-        let stream = match body.response_body()? {
-            ResponseBody::Stream(stream) => JsValue::from(stream),
-            ResponseBody::Body(bytes) => js_sys::Uint8Array::from(bytes.as_slice()).into(),
-            ResponseBody::Empty => JsValue::NULL,
-        };
-        daemon.restore(stream).await?;
-        Ok(())
-    }
-
-    /// Snapshots the workspace to R2 and stops the sandbox's processes.
+    /// Snapshots the workspace to R2 and stops the sandbox's processes. A sandbox whose
+    /// container is gone, or whose daemon lost it, has nothing left to snapshot: it is paused
+    /// with the snapshot it had (no container is started just to find that out).
     async fn pause(&self) -> Result<SandboxInfo> {
         let mut record = self.record()?;
         if record.status == Status::Paused {
@@ -410,30 +391,27 @@ impl SandboxObject {
                 ports: Vec::new(),
             });
         }
-        let daemon = self.daemon(&record.id).await?;
-        let snapshot = daemon.snapshot().await?;
-        let size = snapshot
-            .headers()
-            .get("content-length")
-            .ok()
-            .flatten()
-            .and_then(|v| v.parse::<i64>().ok());
-        let ResponseBody::Stream(stream) = snapshot.body().clone() else {
-            return Err(Error::internal("the daemon sent an empty snapshot"));
-        };
-        let now = now_ms();
-        let key = format!("sandboxes/{}/workspace-{now}.tar.gz", record.id);
-        let bucket = self.env.bucket(BUCKET)?;
-        bucket
-            .put(key.as_str(), Data::ReadableStream(stream))
-            .execute()
-            .await?;
-        daemon.stop().await?;
-        if let Some(old) = record.snapshot_key.replace(key) {
-            let _ = bucket.delete(old).await;
+        let container_gone = self.state.container().is_some_and(|c| !c.running());
+        if !container_gone {
+            let daemon = self.daemon(&record.id).await?;
+            match daemon.snapshot().await {
+                Ok(snapshot) => {
+                    self.store_snapshot(&mut record, snapshot).await?;
+                    daemon.stop().await?;
+                }
+                Err(e)
+                    if e.kind == ErrorKind::NotFound
+                        || self.state.container().is_some_and(|c| !c.running()) =>
+                {
+                    console_warn!(
+                        "sandbox {}: its files are gone ({}); paused with its last snapshot",
+                        record.id,
+                        e.message
+                    );
+                }
+                Err(e) => return Err(e),
+            }
         }
-        record.snapshot_bytes = size;
-        record.snapshot_at = Some(now);
         record.status = Status::Paused;
         store::save(&self.sql(), &record)?;
         if let Some(container) = self.state.container() {

@@ -1,7 +1,8 @@
 //! Containers come and go under a sandbox: pausing snapshots the workspace to R2 and removes
 //! the container, resuming starts a new one and restores the files, and a container that dies
 //! (its host fails, the engine kills it) is replaced on the next call, with the last snapshot —
-//! while a command it was running fails promptly instead of hanging.
+//! while a command it was running fails promptly instead of hanging; a sandbox whose container
+//! is gone pauses with the snapshot it had.
 
 use crate::{create, exec, mcp, stdout};
 use handoff_tests::containers::{container_of, wait_gone};
@@ -101,4 +102,34 @@ async fn a_command_whose_container_dies_fails_promptly() {
     );
     // The sandbox itself carries on in a new container.
     assert_eq!(stdout(&exec(&mcp, &id, "echo back").await), "back\n");
+}
+
+#[tokio::test]
+async fn a_sandbox_whose_container_is_gone_pauses_with_its_last_snapshot() {
+    let mcp = mcp().await;
+    let id = create(&mcp, json!({})).await;
+    exec(&mcp, &id, "echo first > a.txt").await;
+    mcp.call_ok("sandbox_pause", json!({"sandboxId": id})).await;
+    mcp.call_ok("sandbox_resume", json!({"sandboxId": id}))
+        .await;
+    exec(&mcp, &id, "echo later > b.txt").await;
+    let lost = container_of(&id);
+    lost.kill();
+    assert!(
+        wait_gone(&id, Duration::from_secs(30)),
+        "the container died"
+    );
+
+    // What the idle timer does: there is nothing left to snapshot, so the sandbox is paused
+    // with the snapshot it had — without a container started just to find that out.
+    let paused = mcp.call_ok("sandbox_pause", json!({"sandboxId": id})).await;
+    assert_eq!(paused["status"], "paused", "{paused:#}");
+    assert!(
+        handoff_tests::containers::containers_of(&id).is_empty(),
+        "no container was started to pause a sandbox whose container is gone"
+    );
+    mcp.call_ok("sandbox_resume", json!({"sandboxId": id}))
+        .await;
+    let out = exec(&mcp, &id, "cat a.txt; ls").await;
+    assert_eq!(stdout(&out), "first\na.txt\n", "{out}");
 }

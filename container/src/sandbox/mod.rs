@@ -208,7 +208,9 @@ impl Registry {
             } else {
                 report.network = "open".into();
                 report.notes.push(
-                    "sandbox processes can open connections beyond the container directly:                      the egress proxy (its rules and log) applies only to programs that use                      the proxy settings in their environment"
+                    "sandbox processes can open connections beyond the container directly: the \
+                     egress proxy (its rules and log) applies only to programs that use the \
+                     proxy settings in their environment"
                         .into(),
                 );
             }
