@@ -220,6 +220,11 @@ async fn run() -> Result<(), String> {
         registry: registry.clone(),
         verifier,
     });
+    // Replies are small and written in pieces: without TCP_NODELAY, Nagle's algorithm and
+    // the peer's delayed ACK can hold the last piece back for 40 ms.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let served = axum::serve(listener, routes::router(app))
         .with_graceful_shutdown(shutdown())
         .await

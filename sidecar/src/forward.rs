@@ -38,6 +38,7 @@ pub async fn serve(egress: SocketAddr) -> Result<(), String> {
     println!("handoff-egress: forwarding tunnels on {ADDRESS} to workerd at {egress}");
     loop {
         let (stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
         tokio::spawn(async move {
             let service = service_fn(move |req| tunnel(egress, req));
             let _ = http1::Builder::new()
@@ -88,6 +89,7 @@ async fn open(
         .await
         .map_err(|_| "workerd's egress service did not answer".to_string())?
         .map_err(|e| format!("workerd's egress service: {e}"))?;
+    let _ = stream.set_nodelay(true);
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| e.to_string())?;

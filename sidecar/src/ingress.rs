@@ -37,6 +37,8 @@ pub async fn serve(config: Config) -> Result<(), String> {
     println!("handoff-egress: ingress on {}", config.ingress);
     loop {
         let (stream, peer) = listener.accept().await.map_err(|e| e.to_string())?;
+        // Small request/reply exchanges pass through: never let Nagle hold a piece back.
+        let _ = stream.set_nodelay(true);
         let state = state.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req| handle(state.clone(), peer, req));
@@ -101,7 +103,10 @@ async fn connect(req: Request<Incoming>) -> Response<Full<Bytes>> {
         match tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(addr))
             .await
         {
-            Ok(Ok(stream)) => stream,
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                stream
+            }
             _ => return reply(StatusCode::BAD_REQUEST, "nothing listens there yet\n"),
         };
     tokio::spawn(async move {

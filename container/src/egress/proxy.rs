@@ -50,6 +50,7 @@ pub fn spawn(
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     Ok(tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
+            let _ = client.set_nodelay(true);
             let Ok(permit) = slots.clone().try_acquire_owned() else {
                 tokio::spawn(refuse(client));
                 continue;

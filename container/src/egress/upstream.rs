@@ -40,7 +40,10 @@ pub async fn connect(addrs: &[SocketAddr]) -> Result<Stream, String> {
         return tunnel(proxy, *target).await;
     }
     match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addrs)).await {
-        Ok(Ok(stream)) => Ok(Box::new(stream)),
+        Ok(Ok(stream)) => {
+            let _ = stream.set_nodelay(true);
+            Ok(Box::new(stream))
+        }
         Ok(Err(e)) => Err(format!("cannot connect: {e}")),
         Err(_) => Err("the connection timed out".into()),
     }
@@ -52,6 +55,7 @@ async fn tunnel(proxy: SocketAddr, target: SocketAddr) -> Result<Stream, String>
         .await
         .map_err(|_| "the upstream proxy timed out".to_string())?
         .map_err(|e| format!("the upstream proxy: {e}"))?;
+    let _ = stream.set_nodelay(true);
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| format!("the upstream proxy: {e}"))?;
