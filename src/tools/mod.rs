@@ -9,6 +9,7 @@ mod sandbox;
 mod sandbox_files;
 mod sandbox_params;
 mod sandbox_views;
+mod schema;
 mod views;
 
 pub use params::split_repository;
@@ -80,14 +81,19 @@ fn definition<T: ToolHandler>() -> Tool {
     let description = schema_for_type::<T::Params>()
         .get("description")
         .and_then(Value::as_str)
-        .map(|d| d.replace('\n', " "))
+        .map(schema::unwrap_lines)
         .unwrap_or_default();
     let input = schema_for_input::<T::Params>()
         .unwrap_or_else(|e| panic!("input schema of {}: {e}", T::NAME));
-    Tool::new(T::NAME, description, input)
+    let mut tool = Tool::new(T::NAME, description, input)
         .with_title(T::TITLE)
         .with_output_schema::<T::Output>()
-        .annotate(T::annotations().with_title_opt(T::TITLE))
+        .annotate(T::annotations().with_title_opt(T::TITLE));
+    schema::tidy(std::sync::Arc::make_mut(&mut tool.input_schema));
+    if let Some(output) = tool.output_schema.as_mut() {
+        schema::tidy(std::sync::Arc::make_mut(output));
+    }
+    tool
 }
 
 async fn invoke<T: ToolHandler>(

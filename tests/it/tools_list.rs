@@ -85,3 +85,62 @@ async fn tools_have_descriptions_schemas_and_annotations() {
         true
     );
 }
+
+/// Every string under `description` and every `format` in a schema, at any depth, with where.
+fn texts(value: &Value, at: &str, out: &mut Vec<(String, String, String)>) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map {
+                let here = format!("{at}.{key}");
+                if let (Some(text), "description" | "format") = (v.as_str(), key.as_str()) {
+                    out.push((here.clone(), key.clone(), text.to_string()));
+                }
+                texts(v, &here, out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                texts(v, &format!("{at}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn schemas_carry_no_wrapped_lines_or_rust_number_formats() {
+    let mcp = Mcp::connect(&base()).await;
+    let listed = mcp.request("tools/list", json!({})).await;
+    let mut found = Vec::new();
+    texts(&listed["result"]["tools"], "tools", &mut found);
+    assert!(found.iter().any(|(_, key, _)| key == "description"));
+    for (at, key, text) in &found {
+        if key == "format" {
+            // JSON Schema's own formats only: the TypeScript SDK warns about any other.
+            assert!(
+                [
+                    "date-time",
+                    "date",
+                    "time",
+                    "uri",
+                    "email",
+                    "uuid",
+                    "hostname",
+                    "ipv4",
+                    "ipv6"
+                ]
+                .contains(&text.as_str()),
+                "{at}: format {text:?}"
+            );
+        } else {
+            let lone_breaks = text.replace("\n\n", "").contains('\n');
+            assert!(!lone_breaks, "{at}: a wrapped line in {text:?}");
+        }
+    }
+    // Unsigned fields say so with a minimum instead.
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let exec = tools.iter().find(|t| t["name"] == "sandbox_exec").unwrap();
+    let exit = &exec["outputSchema"]["properties"]["durationMs"];
+    assert_eq!(exit["minimum"], 0, "{exit}");
+    assert!(exit.get("format").is_none(), "{exit}");
+}
