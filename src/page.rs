@@ -182,6 +182,9 @@ fn run_body(run: &RunRecord, transcript_link: &str) -> String {
         if !outcome.changed_files.is_empty() {
             rows.push(row("Changed files", &outcome.changed_files.join("\n")));
         }
+        if !outcome.left_out.is_empty() {
+            rows.push(row("Left out (by-products)", &outcome.left_out.join("\n")));
+        }
         if !outcome.commits.is_empty() {
             let commits: Vec<String> = outcome
                 .commits

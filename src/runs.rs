@@ -69,6 +69,31 @@ impl RunStatus {
     }
 }
 
+/// The progress line a completed run ends with, so it never shows its last working step
+/// ("opening a pull request …"): phase `completed`, and what came of it. A failed or cancelled
+/// run keeps the phase it ended in (where it failed), its error saying why. `None` for every
+/// other status.
+pub fn final_progress(
+    to: RunStatus,
+    outcome: Option<&RunOutcome>,
+) -> Option<(&'static str, String)> {
+    let message = match to {
+        RunStatus::Completed => match outcome {
+            Some(RunOutcome {
+                pull_request_url: Some(url),
+                ..
+            }) => format!("done: opened {url}"),
+            Some(RunOutcome {
+                branch: Some(branch),
+                ..
+            }) => format!("done: pushed {branch}"),
+            _ => "done".to_string(),
+        },
+        _ => return None,
+    };
+    Some((to.as_str(), message))
+}
+
 /// Machine-readable reasons a run failed; the message beside the code says what to do.
 pub mod error_codes {
     /// No sandbox backend is configured or reachable.
@@ -153,6 +178,9 @@ pub struct RunOutcome {
     /// `git diff --shortstat` of the run's changes.
     #[serde(default)]
     pub diffstat: Option<String>,
+    /// Build and test by-products that were not committed (`__pycache__/`, `node_modules/`, …).
+    #[serde(default)]
+    pub left_out: Vec<String>,
     #[serde(default)]
     pub tokens: Option<Tokens>,
     #[serde(default)]
@@ -226,6 +254,26 @@ pub struct SessionRecord {
 mod tests {
     use super::RunStatus::*;
     use super::*;
+
+    #[test]
+    fn a_completed_run_says_what_came_of_it() {
+        let opened = RunOutcome {
+            pull_request_url: Some("https://forge/pr/1".into()),
+            branch: Some("handoff/run_1".into()),
+            ..RunOutcome::default()
+        };
+        assert_eq!(
+            final_progress(RunStatus::Completed, Some(&opened)),
+            Some(("completed", "done: opened https://forge/pr/1".to_string()))
+        );
+        assert_eq!(
+            final_progress(RunStatus::Completed, None),
+            Some(("completed", "done".to_string()))
+        );
+        // A failed run keeps the phase it failed in.
+        assert_eq!(final_progress(RunStatus::Failed, None), None);
+        assert_eq!(final_progress(RunStatus::Running, None), None);
+    }
 
     #[test]
     fn terminal_states_are_final() {

@@ -5,8 +5,8 @@
 use super::api::SandboxSummary;
 use crate::error::{Error, Result};
 use crate::runs::{
-    Progress, ProgressDetail, RunError, RunOutcome, RunRecord, RunSpec, RunStatus, SessionRecord,
-    Transition,
+    final_progress, Progress, ProgressDetail, RunError, RunOutcome, RunRecord, RunSpec, RunStatus,
+    SessionRecord, Transition,
 };
 use crate::sandbox::Status as SandboxStatus;
 use serde::Deserialize;
@@ -331,12 +331,18 @@ pub fn transition(
         return Ok((current, false));
     }
     let outcome_json = outcome.map(serde_json::to_string).transpose()?;
+    let (phase, message) = match final_progress(to, outcome) {
+        Some((phase, message)) => (Some(phase.to_string()), Some(message)),
+        None => (None, None),
+    };
     sql.exec(
         "UPDATE runs SET status = ?, updated_at = ?, \
            started_at = CASE WHEN started_at IS NULL AND ? IN ('starting', 'running') THEN ? ELSE started_at END, \
            completed_at = CASE WHEN ? IN ('completed', 'failed', 'cancelled') THEN ? ELSE completed_at END, \
            error_code = COALESCE(?, error_code), error_message = COALESCE(?, error_message), \
-           outcome = COALESCE(?, outcome) \
+           outcome = COALESCE(?, outcome), \
+           phase = COALESCE(?, phase), progress_message = COALESCE(?, progress_message), \
+           progress_at = CASE WHEN ? IS NULL THEN progress_at ELSE ? END \
          WHERE id = ?",
         vec![
             to.as_str().into(),
@@ -348,6 +354,10 @@ pub fn transition(
             error.map(|e| e.code.clone()).into(),
             error.map(|e| e.message.clone()).into(),
             outcome_json.into(),
+            phase.clone().into(),
+            message.into(),
+            phase.into(),
+            now.into(),
             run_id.into(),
         ],
     )?;

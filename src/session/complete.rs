@@ -114,6 +114,7 @@ impl Driver<'_> {
                 outcome.commits = pushed.commits;
                 outcome.changed_files = pushed.changed_files;
                 outcome.diffstat = pushed.diffstat;
+                outcome.left_out = pushed.left_out;
             }
         }
         Ledger::get(self.env)?

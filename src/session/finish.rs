@@ -11,6 +11,8 @@ use crate::config;
 use crate::error::{Error, Result};
 use crate::runs::Commit;
 use crate::sandbox::SandboxClient;
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
 use serde_json::{json, Value};
 use worker::{Env, Fetch, Headers, Method, Request, RequestInit};
 
@@ -28,6 +30,8 @@ pub struct Pushed {
     pub commits: Vec<Commit>,
     pub changed_files: Vec<String>,
     pub diffstat: Option<String>,
+    /// Untracked by-products (`git::BY_PRODUCTS`) that were not committed.
+    pub left_out: Vec<String>,
 }
 
 /// The phase a failure happened in, with its message.
@@ -66,6 +70,7 @@ pub async fn push(
     let head = ["rev-parse", "--abbrev-ref", "HEAD"];
     let own_branch = format!("handoff/{run_id}");
     let on_base = |branch: &str| branch == checkout.base_branch || branch == "HEAD";
+    let mut left_out = Vec::new();
     if !committing(sandbox, dir, &["status", "--porcelain"])
         .await?
         .is_empty()
@@ -73,14 +78,28 @@ pub async fn push(
         if on_base(&committing(sandbox, dir, &head).await?) {
             committing(sandbox, dir, &["checkout", "-q", "-B", &own_branch]).await?;
         }
-        committing(sandbox, dir, &["add", "-A"]).await?;
-        let message = format!(
-            "{title}\n\n{}\n\nhandoff run {run_id}",
-            super::opencode::truncate(summary, 2000)
-        );
-        let mut args: Vec<&str> = AUTHOR.to_vec();
-        args.extend(["commit", "-q", "-m", &message]);
-        committing(sandbox, dir, &args).await?;
+        stage_without_by_products(sandbox, dir).await?;
+        // What is still untracked and not ignored by the repository is what the by-product
+        // rules kept out.
+        left_out = committing(
+            sandbox,
+            dir,
+            &["ls-files", "--others", "--exclude-standard", "--directory"],
+        )
+        .await?
+        .lines()
+        .map(str::to_string)
+        .collect();
+        let staged = committing(sandbox, dir, &["diff", "--cached", "--name-only"]).await?;
+        if !staged.is_empty() {
+            let message = format!(
+                "{title}\n\n{}\n\nhandoff run {run_id}",
+                super::opencode::truncate(summary, 2000)
+            );
+            let mut args: Vec<&str> = AUTHOR.to_vec();
+            args.extend(["commit", "-q", "-m", &message]);
+            committing(sandbox, dir, &args).await?;
+        }
     }
     let range = format!("{}..HEAD", checkout.base_commit);
     if committing(sandbox, dir, &["rev-list", "--count", &range]).await? == "0" {
@@ -127,7 +146,27 @@ pub async fn push(
         commits,
         changed_files,
         diffstat,
+        left_out,
     }))
+}
+
+/// `git add -A` with the by-product rules as excludes (they apply to untracked files only, so
+/// a repository that tracks such a path keeps its changes). The rules are written afresh first:
+/// the file is in the sandbox, where the agent could have changed it.
+async fn stage_without_by_products(
+    sandbox: &SandboxClient,
+    dir: &str,
+) -> std::result::Result<(), Failure> {
+    sandbox
+        .write_file(
+            git::BY_PRODUCTS_FILE.to_string(),
+            B64.encode(git::BY_PRODUCTS),
+        )
+        .await
+        .map_err(fail("committing"))?;
+    let excludes = format!("core.excludesFile={}", git::BY_PRODUCTS_FILE);
+    committing(sandbox, dir, &["-c", &excludes, "add", "-A"]).await?;
+    Ok(())
 }
 
 /// `POST /repos/{owner}/{repo}/pulls` with the agent's summary and a link to the run; an

@@ -42,6 +42,15 @@ const HARDENING: [&str; 21] = [
     "fetch.recurseSubmodules=false",
 ];
 
+/// By-products of building and testing that never belong in a pull request, in gitignore
+/// syntax. They are kept out of the agent's own commits (its git reads them as its global
+/// excludes) and out of handoff's commit; the result lists what was left out.
+pub const BY_PRODUCTS: &str =
+    "__pycache__/\n*.pyc\n*.pyo\n.pytest_cache/\nnode_modules/\n.DS_Store\ntarget/\n";
+
+/// Where handoff writes `BY_PRODUCTS` before committing, outside every checkout.
+pub const BY_PRODUCTS_FILE: &str = "/home/sandbox/.handoff/git-excludes";
+
 /// The run's repository as the sandbox reaches it, with the credential the egress proxy adds.
 pub struct Remote {
     /// The URL git is given: plain `http://`, so the proxy can add the credential (it goes on
@@ -115,15 +124,31 @@ pub async fn run(
     } else {
         Err(Error::internal(format!(
             "git {} failed: {}",
-            args.first().copied().unwrap_or(""),
+            subcommand(args),
             super::opencode::truncate(result.stderr.trim(), 600)
         )))
     }
 }
 
+/// The subcommand in `args` (after any `-c name=value` pairs).
+fn subcommand<'a>(args: &[&'a str]) -> &'a str {
+    let mut rest = args;
+    while let ["-c", _, tail @ ..] = rest {
+        rest = tail;
+    }
+    rest.first().copied().unwrap_or("")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_name_the_subcommand_after_settings() {
+        assert_eq!(subcommand(&["-c", "a=b", "-c", "c=d", "add", "-A"]), "add");
+        assert_eq!(subcommand(&["push"]), "push");
+        assert_eq!(subcommand(&[]), "");
+    }
 
     #[test]
     fn remotes_are_plain_http_inside_and_keep_https_upstream() {

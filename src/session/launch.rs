@@ -3,6 +3,7 @@
 //! a token scoped to the run; then the prompt, sent once even across restarts.
 
 use super::driver::{argv, Driver};
+use super::git;
 use super::opencode::{self, Agent};
 use super::store::{self, Current, SandboxBirth};
 use crate::config;
@@ -11,6 +12,8 @@ use crate::ids;
 use crate::proxy::tokens::Service;
 use crate::runs::RunRecord;
 use crate::time::now_ms;
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
 use handoff_wire::StartProcess;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -34,7 +37,14 @@ impl Driver<'_> {
             .collect();
         let mut mkdir = vec!["mkdir", "-p"];
         mkdir.extend(dirs.iter().map(String::as_str));
+        let git_config = format!("{}/git", dirs[1]);
+        mkdir.push(&git_config);
         sandbox.exec(argv(&mkdir, None)).await?;
+        // The agent's own git reads this as its global excludes: by-products stay out of the
+        // commits it makes itself.
+        sandbox
+            .write_file(format!("{git_config}/ignore"), B64.encode(git::BY_PRODUCTS))
+            .await?;
         let mut meta = store::meta(&self.sql)?;
         let password = match &meta.agent_password {
             Some(p) => p.clone(),

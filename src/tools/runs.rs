@@ -42,6 +42,10 @@ impl ToolHandler for RunTask {
     async fn run(ctx: &Ctx<'_>, params: RunTaskParams) -> Result<RunTaskOutput> {
         let mut spec = params.validate(&config::forge_git_url(ctx.env))?;
         spec.origin = Some(ctx.base_url.clone());
+        // The run records the model it will use, so results never show `null` for the default.
+        if spec.model.is_none() {
+            spec.model = Some(config::default_model(ctx.env));
+        }
         let created = ctx
             .ledger
             .create_run(&ctx.principal.id, spec)

@@ -24,7 +24,8 @@ pub struct RunTaskOutput {
 #[serde(rename_all = "camelCase")]
 pub struct ProgressView {
     /// What the run is doing: preparing_sandbox, cloning, starting_agent, working, pushing,
-    /// opening_pr.
+    /// opening_pr; `completed` once it completed (a failed or cancelled run keeps the phase it
+    /// ended in).
     pub phase: String,
     pub message: String,
     pub updated_at: String,
@@ -58,6 +59,9 @@ pub struct ResultView {
     pub changed_files: Vec<String>,
     /// `git diff --shortstat` of the changes.
     pub diffstat: Option<String>,
+    /// Build and test by-products the agent left that were kept out of the commit
+    /// (`__pycache__/`, `*.pyc`, `node_modules/`, `.DS_Store`, `target/`, …).
+    pub left_out: Vec<String>,
     pub tokens: Option<Tokens>,
     pub cost_usd: Option<f64>,
     /// Signed link to the full agent transcript (JSON), when one was stored.
@@ -161,6 +165,7 @@ impl RunView {
                 commits: outcome.commits,
                 changed_files: outcome.changed_files,
                 diffstat: outcome.diffstat,
+                left_out: outcome.left_out,
                 tokens: outcome.tokens,
                 cost_usd: outcome.cost_usd,
                 transcript_url: outcome

@@ -80,6 +80,22 @@ async fn a_run_fixes_the_failing_test_and_opens_a_pull_request() {
     let progress = &run["progress"];
     assert!(progress["steps"].as_u64().unwrap() >= 3, "{progress:#}");
     assert_eq!(progress["recentSteps"][0]["tool"], "bash");
+    // The run names the model that ran it, the default one included.
+    assert!(
+        run["model"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("anthropic/")),
+        "{run:#}"
+    );
+    // An ended run says how it ended, not what it was doing last.
+    assert_eq!(progress["phase"], "completed", "{progress:#}");
+    assert!(
+        progress["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("done: opened http"),
+        "{progress:#}"
+    );
 
     // The forge holds the pull request, from the run's branch, whose commit carries the fix.
     let pulls: Vec<_> = stack

@@ -4,6 +4,7 @@
 
 mod agent_runs;
 mod auth;
+mod by_products;
 mod daemon_api;
 mod deploy;
 mod durability;
