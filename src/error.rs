@@ -11,6 +11,9 @@ use std::fmt;
 pub enum ErrorKind {
     /// The caller sent something malformed or out of range; fixing the input fixes it.
     InvalidInput,
+    /// Nothing listens on the sandbox port a request was for (HTTP 400, like invalid input;
+    /// a run's driver reads it as "the agent stopped").
+    PortClosed,
     /// The caller named something that does not exist (a run, a session, an MCP session).
     NotFound,
     /// A credential was missing, wrong, expired or is no longer valid.
@@ -79,7 +82,7 @@ impl Error {
     /// The HTTP status this error maps to wherever it becomes a plain HTTP response.
     pub fn http_status(&self) -> u16 {
         match self.kind {
-            ErrorKind::InvalidInput => 400,
+            ErrorKind::InvalidInput | ErrorKind::PortClosed => 400,
             ErrorKind::NotFound | ErrorKind::McpSessionGone => 404,
             ErrorKind::Unauthorized => 401,
             ErrorKind::Forbidden => 403,

@@ -88,7 +88,7 @@ pub async fn proxy(
     let running = registry.ensure_running(sandbox).await?;
     let stream = netns::connect(running.pid, port).await.map_err(|e| {
         ApiError::new(
-            handoff_wire::ErrorCode::BadRequest,
+            handoff_wire::ErrorCode::PortClosed,
             format!("nothing is listening on port {port} in the sandbox ({e}); start a server there first"),
         )
     })?;

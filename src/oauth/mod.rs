@@ -116,7 +116,9 @@ pub fn error_from(e: &Error) -> Response {
             let _ = response.headers_mut().set("retry-after", &retry);
             response
         }
-        ErrorKind::InvalidInput => error(400, "invalid_request", &e.message),
+        ErrorKind::InvalidInput | ErrorKind::PortClosed => {
+            error(400, "invalid_request", &e.message)
+        }
         ErrorKind::NotFound => error(400, "invalid_request", &e.message),
         ErrorKind::Unavailable | ErrorKind::NotConfigured => {
             error(503, "temporarily_unavailable", &e.message)

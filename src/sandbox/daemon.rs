@@ -438,6 +438,7 @@ async fn daemon_error_from(mut response: Response) -> Error {
     }
     let kind = match body.code {
         ErrorCode::BadRequest | ErrorCode::TooLarge => ErrorKind::InvalidInput,
+        ErrorCode::PortClosed => ErrorKind::PortClosed,
         ErrorCode::NotFound => ErrorKind::NotFound,
         ErrorCode::Conflict => ErrorKind::Conflict,
         ErrorCode::Unavailable | ErrorCode::Unauthorized | ErrorCode::Timeout => {

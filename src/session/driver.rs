@@ -389,7 +389,7 @@ pub(super) fn argv(args: &[&str], cwd: Option<&str>) -> ExecRequest {
 
 /// An unreachable agent inside a reachable sandbox means OpenCode stopped.
 pub(super) fn agent_gone(e: Error) -> Error {
-    if e.kind == ErrorKind::InvalidInput && e.message.contains("nothing is listening") {
+    if e.kind == ErrorKind::PortClosed {
         Error::internal("the agent (OpenCode) stopped unexpectedly".to_string())
     } else {
         e
@@ -420,6 +420,16 @@ fn human(secs: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closed_agent_port_reads_as_the_agent_stopping() {
+        let gone = agent_gone(Error::new(ErrorKind::PortClosed, "nothing is listening"));
+        assert_eq!(gone.kind, ErrorKind::Internal);
+        assert!(gone.message.contains("stopped unexpectedly"), "{gone}");
+        // Any other error passes through as it was, whatever its words.
+        let other = agent_gone(Error::invalid("nothing is listening"));
+        assert_eq!(other.kind, ErrorKind::InvalidInput);
+    }
 
     #[test]
     fn session_sandboxes_share_the_session_id() {

@@ -116,11 +116,13 @@ async fn invoke<T: ToolHandler>(
             result.content.extend(T::extra_content(&output));
             Ok(result)
         }
-        Err(e) if e.kind == ErrorKind::InvalidInput => Err(CallError::InvalidArguments(format!(
-            "invalid arguments for {}: {}",
-            T::NAME,
-            e.message
-        ))),
+        Err(e) if matches!(e.kind, ErrorKind::InvalidInput | ErrorKind::PortClosed) => {
+            Err(CallError::InvalidArguments(format!(
+                "invalid arguments for {}: {}",
+                T::NAME,
+                e.message
+            )))
+        }
         Err(e) if e.kind == ErrorKind::McpSessionGone => Err(CallError::SessionGone(e)),
         Err(e) => Ok(failure(&e)),
     }

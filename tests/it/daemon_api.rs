@@ -212,3 +212,22 @@ async fn background_processes_start_list_log_and_die() {
         .json();
     assert_eq!(kept["content"], "x\n");
 }
+
+#[tokio::test]
+async fn a_port_nothing_listens_on_answers_with_a_typed_code() {
+    let sandbox = Client::new(daemon(), "port-closed").await;
+    let closed = sandbox
+        .send(reqwest::Method::GET, "/ports/5999/http/", None)
+        .await;
+    assert_eq!(closed.status, 400, "{}", closed.body);
+    // The Worker tells "the agent stopped" from this code, never from the message's wording.
+    assert_eq!(closed.json()["code"], "port_closed", "{}", closed.body);
+    assert!(
+        closed.json()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("start a server there first"),
+        "{}",
+        closed.body
+    );
+}

@@ -364,6 +364,9 @@ pub enum ErrorCode {
     NotFound,
     TooLarge,
     Conflict,
+    /// Nothing listens on the sandbox port the request is for (a server not started yet, or one
+    /// that stopped). Answered with 400, like other requests that cannot be served as asked.
+    PortClosed,
     /// Something in the sandbox did not answer in time.
     Timeout,
     /// Transient: retry with backoff.
@@ -377,7 +380,7 @@ pub enum ErrorCode {
 impl ErrorCode {
     pub fn http_status(self) -> u16 {
         match self {
-            ErrorCode::BadRequest => 400,
+            ErrorCode::BadRequest | ErrorCode::PortClosed => 400,
             ErrorCode::Unauthorized => 401,
             ErrorCode::NotFound => 404,
             ErrorCode::TooLarge => 413,
