@@ -17,41 +17,29 @@ const IPTABLES: [(&str, &str); 2] = [
 fn rules(ingress_port: u16, loopback: &str) -> Vec<Vec<String>> {
     let port = ingress_port.to_string();
     let rule = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+    // Only root may reach a sidecar port over loopback.
+    let root_only = |port: &str| {
+        rule(&[
+            "-A",
+            "OUTPUT",
+            "-o",
+            "lo",
+            "-p",
+            "tcp",
+            "--dport",
+            port,
+            "-m",
+            "owner",
+            "!",
+            "--uid-owner",
+            "0",
+            "-j",
+            "REJECT",
+        ])
+    };
     vec![
-        rule(&[
-            "-A",
-            "OUTPUT",
-            "-o",
-            "lo",
-            "-p",
-            "tcp",
-            "--dport",
-            &port,
-            "-m",
-            "owner",
-            "!",
-            "--uid-owner",
-            "0",
-            "-j",
-            "REJECT",
-        ]),
-        rule(&[
-            "-A",
-            "OUTPUT",
-            "-o",
-            "lo",
-            "-p",
-            "tcp",
-            "--dport",
-            "15000",
-            "-m",
-            "owner",
-            "!",
-            "--uid-owner",
-            "0",
-            "-j",
-            "REJECT",
-        ]),
+        root_only(&port),
+        root_only("15000"),
         rule(&["-A", "OUTPUT", "-o", "lo", "-d", loopback, "-j", "ACCEPT"]),
         rule(&[
             "-A",

@@ -4,10 +4,10 @@
 
 use crate::{create, exec, mcp, stdout};
 use handoff_tests::containers::{container_of, daemon_through_ingress};
+use handoff_tests::http_server;
 use handoff_tests::links::daemon_token_signed;
 use handoff_tests::DAEMON_SECRET;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test]
 async fn a_sandbox_runs_in_a_container_of_its_own_as_an_unprivileged_user() {
@@ -102,24 +102,6 @@ async fn a_containers_key_is_good_for_its_own_sandbox_only() {
     let (status, body) = daemon_through_ingress(&address_b, &path_b, &good).await;
     assert_eq!(status, 200, "B's own key works: {body}");
     assert!(body.contains(&b), "{body}");
-}
-
-/// A one-response-per-connection HTTP server on the host's loopback; returns its port.
-async fn http_server(body: &'static str) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf).await;
-            let response = format!(
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
-        }
-    });
-    port
 }
 
 #[tokio::test]

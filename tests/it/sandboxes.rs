@@ -3,12 +3,12 @@
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
+use handoff_tests::http_server;
 use handoff_tests::mcp::read;
 use handoff_tests::worker::with_sandboxes;
 use handoff_tests::Mcp;
 use serde_json::{json, Value};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn mcp() -> Mcp {
     Mcp::connect(&with_sandboxes().1.url("")).await
@@ -22,24 +22,6 @@ async fn create(mcp: &Mcp, arguments: Value) -> String {
 async fn exec(mcp: &Mcp, id: &str, command: &str) -> Value {
     mcp.call_ok("sandbox_exec", json!({"sandboxId": id, "command": command}))
         .await
-}
-
-/// A one-response HTTP server on the host's loopback; returns its port.
-async fn http_server(body: &'static str) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf).await;
-            let response = format!(
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
-        }
-    });
-    port
 }
 
 #[tokio::test]

@@ -294,3 +294,41 @@ pub fn etc_files() -> Vec<PathBuf> {
         .filter(|p| p.exists())
         .collect()
 }
+impl super::Registry {
+    /// What is really enforced for this registry's sandboxes: the host's report, with what
+    /// the container's network, the disk volumes and the cgroups measured added.
+    pub fn isolation(&self) -> Isolation {
+        let mut report = self.host.report.clone();
+        if self.host.mode == Mode::Container {
+            if self.direct.blocked_for(self.uid_base) {
+                report.network = "proxy-only".into();
+            } else {
+                report.network = "open".into();
+                report.notes.push(
+                    "sandbox processes can open connections beyond the container directly: the \
+                     egress proxy (its rules and log) applies only to programs that use the \
+                     proxy settings in their environment"
+                        .into(),
+                );
+            }
+        }
+        match (&self.volumes, &self.volumes_missing) {
+            (Some(v), _) => report.limits.disk_bytes = Some(v.volumes.size_bytes),
+            (None, Some(why)) => report
+                .notes
+                .push(format!("no per-sandbox disk quota: {why}")),
+            (None, None) => {}
+        }
+        if let Some(c) = &self.cgroups {
+            let disk = report.limits.disk_bytes;
+            report.limits = c.enforced().clone();
+            report.limits.disk_bytes = disk;
+        } else {
+            report.notes.push(
+                "no writable cgroup hierarchy: memory, process and CPU limits are not enforced"
+                    .into(),
+            );
+        }
+        report
+    }
+}

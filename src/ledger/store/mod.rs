@@ -1,4 +1,5 @@
-//! The ledger's SQLite schema and every query it runs, kept together. All functions are
+//! The ledger's SQLite schema and every query it runs (runs here; sandboxes, sessions, MCP
+//! sessions and the watchdog's queries in the submodules). All functions are
 //! synchronous: a Durable Object runs one event at a time and SQL calls do not yield, so a
 //! sequence of calls without an `await` between them is atomic.
 
@@ -11,6 +12,15 @@ use crate::runs::{
 use crate::sandbox::Status as SandboxStatus;
 use serde::Deserialize;
 use worker::{SqlStorage, SqlStorageValue as V};
+
+mod mcp_sessions;
+mod sandboxes;
+mod sessions;
+mod watchdog;
+pub use mcp_sessions::*;
+pub use sandboxes::*;
+pub use sessions::*;
+pub use watchdog::*;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -239,29 +249,6 @@ pub fn find_by_idempotency_key(
     Ok(row.map(|r| (r.id, r.request_hash.unwrap_or_default())))
 }
 
-pub fn session_exists(sql: &SqlStorage, session_id: &str) -> Result<bool> {
-    let rows = sql
-        .exec(
-            "SELECT 1 AS one FROM sessions WHERE id = ?",
-            vec![session_id.into()],
-        )?
-        .to_array::<serde_json::Value>()?;
-    Ok(!rows.is_empty())
-}
-
-pub fn insert_session(
-    sql: &SqlStorage,
-    session_id: &str,
-    created_by: &str,
-    now: i64,
-) -> Result<()> {
-    sql.exec(
-        "INSERT INTO sessions (id, created_by, created_at, last_run_at) VALUES (?, ?, ?, ?)",
-        vec![session_id.into(), created_by.into(), now.into(), now.into()],
-    )?;
-    Ok(())
-}
-
 /// Inserts a new queued run and records it on its session.
 pub fn insert_run(
     sql: &SqlStorage,
@@ -449,263 +436,4 @@ fn paginate<T>(mut rows: Vec<(i64, T)>, limit: u32) -> (Vec<T>, Option<i64>) {
         None
     };
     (rows.into_iter().map(|(_, item)| item).collect(), next)
-}
-
-pub fn list_sessions(
-    sql: &SqlStorage,
-    before: Option<i64>,
-    limit: u32,
-) -> Result<(Vec<SessionRecord>, Option<i64>)> {
-    #[derive(Deserialize)]
-    struct Row {
-        seq: i64,
-        id: String,
-        created_at: i64,
-        last_run_at: i64,
-        run_count: i64,
-        last_run_id: Option<String>,
-        last_run_status: Option<String>,
-        last_run_title: Option<String>,
-    }
-    let rows = sql
-        .exec(
-            "SELECT s.seq, s.id, s.created_at, s.last_run_at, s.run_count, s.last_run_id, \
-               r.status AS last_run_status, r.title AS last_run_title \
-             FROM sessions s LEFT JOIN runs r ON r.id = s.last_run_id \
-             WHERE s.seq < ? ORDER BY s.seq DESC LIMIT ?",
-            vec![
-                before.unwrap_or(NO_BOUND).into(),
-                i64::from(limit + 1).into(),
-            ],
-        )?
-        .to_array::<Row>()?
-        .into_iter()
-        .map(|r| {
-            (
-                r.seq,
-                SessionRecord {
-                    id: r.id,
-                    created_at: r.created_at,
-                    last_run_at: r.last_run_at,
-                    run_count: r.run_count,
-                    last_run_id: r.last_run_id,
-                    last_run_status: r.last_run_status.as_deref().and_then(RunStatus::parse),
-                    last_run_title: r.last_run_title,
-                },
-            )
-        })
-        .collect();
-    Ok(paginate(rows, limit))
-}
-
-/// Active runs whose last progress is at or before `cutoff`.
-pub fn stalled_runs(sql: &SqlStorage, cutoff: i64) -> Result<Vec<RunRecord>> {
-    let clause =
-        format!("WHERE status IN {ACTIVE} AND updated_at <= ? ORDER BY updated_at LIMIT 100");
-    Ok(runs_where(sql, &clause, vec![cutoff.into()])?
-        .into_iter()
-        .map(|(_, r)| r)
-        .collect())
-}
-
-/// Queued runs created at or before `cutoff` whose hand-off to their session never succeeded.
-pub fn undispatched_runs(sql: &SqlStorage, cutoff: i64) -> Result<Vec<(String, String)>> {
-    #[derive(Deserialize)]
-    struct Row {
-        id: String,
-        session_id: String,
-    }
-    Ok(sql
-        .exec(
-            "SELECT id, session_id FROM runs WHERE status = 'queued' AND dispatched_at IS NULL \
-             AND created_at <= ? ORDER BY seq LIMIT 100",
-            vec![cutoff.into()],
-        )?
-        .to_array::<Row>()?
-        .into_iter()
-        .map(|r| (r.id, r.session_id))
-        .collect())
-}
-
-/// The earliest time something needs the ledger's attention: the oldest active run's last
-/// update (plus the stall timeout) and the oldest undispatched run (plus the grace period).
-pub fn next_deadline(
-    sql: &SqlStorage,
-    stall_ms: i64,
-    dispatch_grace_ms: i64,
-) -> Result<Option<i64>> {
-    #[derive(Deserialize)]
-    struct Row {
-        at: Option<i64>,
-    }
-    let query = format!(
-        "SELECT MIN(at) AS at FROM ( \
-           SELECT MIN(updated_at) + ? AS at FROM runs WHERE status IN {ACTIVE} \
-           UNION ALL \
-           SELECT MIN(created_at) + ? AS at FROM runs WHERE status = 'queued' AND dispatched_at IS NULL)"
-    );
-    let row = sql
-        .exec(&query, vec![stall_ms.into(), dispatch_grace_ms.into()])?
-        .to_array::<Row>()?
-        .pop();
-    Ok(row.and_then(|r| r.at))
-}
-
-// --- Sandboxes ---------------------------------------------------------------------------
-
-pub fn insert_sandbox(sql: &SqlStorage, s: &SandboxSummary) -> Result<()> {
-    sql.exec(
-        "INSERT OR IGNORE INTO sandboxes (id, name, created_by, created_at, status, updated_at, metadata) \
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
-        vec![
-            s.id.as_str().into(),
-            s.name.as_str().into(),
-            s.created_by.as_str().into(),
-            s.created_at.into(),
-            s.status.as_str().into(),
-            s.updated_at.into(),
-            serde_json::to_string(&s.metadata)?.into(),
-        ],
-    )?;
-    Ok(())
-}
-
-/// Records a status; deleted sandboxes leave the listing.
-pub fn set_sandbox_status(
-    sql: &SqlStorage,
-    id: &str,
-    status: SandboxStatus,
-    now: i64,
-) -> Result<()> {
-    if status == SandboxStatus::Deleted {
-        sql.exec("DELETE FROM sandboxes WHERE id = ?", vec![id.into()])?;
-    } else {
-        sql.exec(
-            "UPDATE sandboxes SET status = ?, updated_at = ? WHERE id = ?",
-            vec![status.as_str().into(), now.into(), id.into()],
-        )?;
-    }
-    Ok(())
-}
-
-pub fn list_sandboxes(
-    sql: &SqlStorage,
-    before: Option<i64>,
-    limit: u32,
-) -> Result<(Vec<SandboxSummary>, Option<i64>)> {
-    #[derive(Deserialize)]
-    struct Row {
-        seq: i64,
-        id: String,
-        name: String,
-        created_by: String,
-        created_at: i64,
-        status: String,
-        updated_at: i64,
-        metadata: String,
-    }
-    let rows = sql
-        .exec(
-            "SELECT seq, id, name, created_by, created_at, status, updated_at, metadata FROM sandboxes \
-             WHERE seq < ? ORDER BY seq DESC LIMIT ?",
-            vec![before.unwrap_or(NO_BOUND).into(), i64::from(limit + 1).into()],
-        )?
-        .to_array::<Row>()?
-        .into_iter()
-        .map(|r| {
-            let status = serde_json::from_value(serde_json::Value::String(r.status))
-                .unwrap_or(SandboxStatus::Running);
-            (
-                r.seq,
-                SandboxSummary {
-                    id: r.id,
-                    name: r.name,
-                    created_by: r.created_by,
-                    created_at: r.created_at,
-                    status,
-                    updated_at: r.updated_at,
-                    metadata: serde_json::from_str(&r.metadata).unwrap_or_default(),
-                },
-            )
-        })
-        .collect();
-    Ok(paginate(rows, limit))
-}
-
-// --- MCP sessions -------------------------------------------------------------------------
-
-pub fn open_mcp_session(
-    sql: &SqlStorage,
-    id: &str,
-    principal: &str,
-    protocol_version: &str,
-    client: Option<&str>,
-    now: i64,
-) -> Result<()> {
-    sql.exec(
-        "INSERT INTO mcp_sessions (id, principal, protocol_version, client, created_at, last_seen_at) \
-         VALUES (?, ?, ?, ?, ?, ?)",
-        vec![
-            id.into(),
-            principal.into(),
-            protocol_version.into(),
-            client.map(str::to_string).into(),
-            now.into(),
-            now.into(),
-        ],
-    )?;
-    Ok(())
-}
-
-/// A live MCP session's owner and when it was last seen.
-pub struct McpSessionRow {
-    pub principal: String,
-    pub last_seen_at: i64,
-    pub ended: bool,
-}
-
-pub fn get_mcp_session(sql: &SqlStorage, id: &str) -> Result<Option<McpSessionRow>> {
-    #[derive(Deserialize)]
-    struct Row {
-        principal: String,
-        last_seen_at: i64,
-        ended_at: Option<i64>,
-    }
-    Ok(sql
-        .exec(
-            "SELECT principal, last_seen_at, ended_at FROM mcp_sessions WHERE id = ?",
-            vec![id.into()],
-        )?
-        .to_array::<Row>()?
-        .pop()
-        .map(|r| McpSessionRow {
-            principal: r.principal,
-            last_seen_at: r.last_seen_at,
-            ended: r.ended_at.is_some(),
-        }))
-}
-
-pub fn touch_mcp_session(sql: &SqlStorage, id: &str, now: i64) -> Result<()> {
-    sql.exec(
-        "UPDATE mcp_sessions SET last_seen_at = ? WHERE id = ?",
-        vec![now.into(), id.into()],
-    )?;
-    Ok(())
-}
-
-pub fn end_mcp_session(sql: &SqlStorage, id: &str, now: i64) -> Result<()> {
-    sql.exec(
-        "UPDATE mcp_sessions SET ended_at = ? WHERE id = ?",
-        vec![now.into(), id.into()],
-    )?;
-    Ok(())
-}
-
-/// Forgets sessions idle since `idle_cutoff` or ended before `ended_cutoff`.
-pub fn purge_mcp_sessions(sql: &SqlStorage, idle_cutoff: i64, ended_cutoff: i64) -> Result<()> {
-    sql.exec(
-        "DELETE FROM mcp_sessions WHERE last_seen_at < ? OR ended_at < ?",
-        vec![idle_cutoff.into(), ended_cutoff.into()],
-    )?;
-    Ok(())
 }
