@@ -105,11 +105,7 @@ fn verify_static_token(tokens: &[ApiToken], presented: &str) -> Option<Principal
     let mut found: Option<&ApiToken> = None;
     for token in tokens {
         let expected = Sha256::digest(token.value.as_bytes());
-        let diff = expected
-            .iter()
-            .zip(presented.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        if diff == 0 && found.is_none() {
+        if crate::mac::same(&expected, &presented) && found.is_none() {
             found = Some(token);
         }
     }

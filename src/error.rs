@@ -135,3 +135,12 @@ impl From<Error> for worker::Error {
         worker::Error::RustError(e.message)
     }
 }
+
+/// Quotes at most 80 characters of a rejected value, so a huge input does not flood the error.
+pub fn excerpt(value: &str) -> String {
+    if value.chars().count() <= 80 {
+        value.to_string()
+    } else {
+        format!("{}…", value.chars().take(80).collect::<String>())
+    }
+}

@@ -6,6 +6,11 @@ use serde::Serialize;
 use serde_json::json;
 use worker::{console_error, Env, Headers, Request, Response, ResponseBuilder};
 
+/// `value` encoded for a URL's query (`application/x-www-form-urlencoded`).
+pub fn query_value(value: &str) -> String {
+    worker::url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
 /// A JSON response with the given status.
 pub fn json<T: Serialize>(status: u16, value: &T) -> Response {
     let body =

@@ -1,6 +1,7 @@
 //! handoff: the Cloudflare Worker entry point. This file only routes requests to the modules
 //! that own them; see ARCHITECTURE.md for the code map.
 
+mod artifacts;
 mod auth;
 mod authstore;
 mod config;
@@ -16,9 +17,11 @@ mod oauth;
 mod page;
 mod preview;
 mod proxy;
+mod repository;
 mod rpc;
 mod runs;
 mod sandbox;
+mod sandboxes;
 mod session;
 mod time;
 mod tools;

@@ -108,12 +108,7 @@ pub fn verify_preview_host(env: &Env, host: &str) -> Result<(String, u16)> {
         return Err(invalid());
     }
     let expected = preview_mac(env, &sandbox_id, port, expires)?;
-    let same = expected.len() == mac.len()
-        && expected
-            .bytes()
-            .zip(mac.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
+    let same = crate::mac::same(expected.as_bytes(), mac.as_bytes());
     let expires_at = u64::from_str_radix(expires, 36).map_err(|_| invalid())?;
     if !same || expires_at < (crate::time::now_ms() / 1000).max(0) as u64 {
         return Err(invalid());

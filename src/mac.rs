@@ -1,8 +1,21 @@
-//! HMAC-SHA256 over strings: short tags (80 bits, base32) for what a preview origin's name grants
-//! and on OAuth access tokens (so the Worker refuses a forged token without asking the auth
-//! store), and keys derived for one subject (a sandbox container's daemon key).
+//! The Worker's keyed hashes and digests, in one place: HMAC-SHA256 tags over strings (80 bits,
+//! base32) for what a preview origin's name grants and on OAuth access tokens (so the Worker
+//! refuses a forged token without asking the auth store), keys derived for one subject (a
+//! sandbox container's daemon key), SHA-256 digests of secrets, and constant-time comparison.
 
 use hmac::{KeyInit, Mac};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Whether two secrets are equal, in time that does not depend on where they differ.
+pub fn same(a: &[u8], b: &[u8]) -> bool {
+    a.ct_eq(b).into()
+}
+
+/// The SHA-256 digest of `data`, in lower-case hex (how stored secrets are kept).
+pub fn sha256_hex(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
 
 /// The tag of `message` under `key`, for `purpose` (so a tag of one kind never passes as
 /// another).
@@ -27,23 +40,13 @@ pub fn derive_key(key: &[u8], purpose: &str, message: &str) -> String {
     mac.update(purpose.as_bytes());
     mac.update(b"|");
     mac.update(message.as_bytes());
-    mac.finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(mac.finalize().into_bytes())
 }
 
 /// Whether `presented` is the tag of `message` (compared in constant time).
 pub fn matches(key: &[u8], purpose: &str, message: &str, presented: &str) -> bool {
     let expected = tag(key, purpose, message);
-    !expected.is_empty()
-        && expected.len() == presented.len()
-        && expected
-            .bytes()
-            .zip(presented.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
+    !expected.is_empty() && same(expected.as_bytes(), presented.as_bytes())
 }
 
 /// `secret` with its tag appended (`secret.tag`).

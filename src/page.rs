@@ -6,15 +6,15 @@
 //! read the pull request can read it). No secrets are ever on either: proxy tokens never reach
 //! the ledger and the transcript holds none.
 
+use crate::artifacts;
 use crate::error::{ErrorKind, Result};
 use crate::html::{self, escape};
 use crate::http;
 use crate::ids;
-use crate::ledger::Ledger;
+use crate::ledger::api::{GetRun, Ledger};
 use crate::links;
 use crate::oauth;
 use crate::runs::RunRecord;
-use crate::session::transcript_key;
 use crate::time::rfc3339;
 use worker::{Env, Request, Response};
 
@@ -60,7 +60,10 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
     if transcript {
         return serve_transcript(env, run_id).await;
     }
-    let run = match Ledger::get(env)?.get_run(run_id).await {
+    let get = GetRun {
+        run_id: run_id.to_string(),
+    };
+    let run = match Ledger::get(env)?.call(get).await {
         Ok(run) => run,
         Err(e) if e.kind == ErrorKind::NotFound => {
             return respond(
@@ -72,7 +75,10 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
     };
     let active = !run.status.is_terminal();
     let transcript_link = match &token {
-        Some(token) => format!("/runs/{run_id}/transcript?token={}", urlencode(token)),
+        Some(token) => format!(
+            "/runs/{run_id}/transcript?token={}",
+            http::query_value(token)
+        ),
         None => format!("/runs/{run_id}/transcript"),
     };
     respond(
@@ -83,8 +89,8 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
 
 async fn serve_transcript(env: &Env, run_id: &str) -> Result<Response> {
     let object = env
-        .bucket("ARTIFACTS")?
-        .get(transcript_key(run_id))
+        .bucket(artifacts::BUCKET)?
+        .get(artifacts::transcript_key(run_id))
         .execute()
         .await?;
     let Some(object) = object else {
@@ -107,10 +113,6 @@ async fn serve_transcript(env: &Env, run_id: &str) -> Result<Response> {
         .set("content-type", "application/json")?;
     response.headers_mut().set("cache-control", "no-store")?;
     Ok(response)
-}
-
-fn urlencode(value: &str) -> String {
-    worker::url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
 /// Sends a browser without a signed link to the owner's sign-in, and back here afterwards.
@@ -204,7 +206,10 @@ fn run_body(run: &RunRecord, transcript_link: &str) -> String {
         }
     }
     if let Some(error) = &run.error {
-        rows.push(row("Error", &format!("{}: {}", error.code, error.message)));
+        rows.push(row(
+            "Error",
+            &format!("{}: {}", error.code.as_str(), error.message),
+        ));
     }
     format!(
         "<table>{}</table>{steps_html}<h2>Task</h2><pre>{}</pre>",

@@ -13,7 +13,7 @@ use crate::config;
 use crate::error::{ErrorKind, Result};
 use crate::http;
 use crate::links;
-use crate::sandbox::SandboxClient;
+use crate::sandbox::api as sandbox;
 use worker::{Env, Headers, Request, RequestInit, Response, ResponseBuilder};
 
 /// Request headers never passed to a previewed app.
@@ -102,7 +102,7 @@ pub async fn handle(req: Request, env: &Env, host: &str) -> Result<Response> {
         &format!("https://sandbox/preview/{port}/{tail}{query}"),
         &init,
     )?;
-    let response = SandboxClient::get(env, &sandbox_id)?.preview(inner).await?;
+    let response = sandbox::preview(&sandbox::client(env, &sandbox_id)?, inner).await?;
     // A fetched response's headers are immutable: build the answer anew, without what the
     // app may not set.
     let headers = Headers::new();

@@ -1,12 +1,114 @@
 //! Calls between the Worker and its Durable Objects: one JSON request per `fetch`, answered with
 //! 200 and the JSON reply, or an error status and a serialized `Error`.
+//!
+//! Each object declares its requests with [`ops!`]: one struct per op, tied to its reply type by
+//! [`Op`], the tagged enum they travel in, and a handler trait with one method per op. A client
+//! ([`Client`]) only accepts its own object's ops and returns each op's own reply type; the
+//! object answers through the handler trait, so a request/reply mismatch on either side is a
+//! compile error.
 
 use crate::error::{Error, Result};
 use serde::{de::DeserializeOwned, Serialize};
+use std::marker::PhantomData;
 use worker::{Method, Request, RequestInit, Response, Stub};
 
-/// Sends `op` to a Durable Object and decodes its reply.
-pub async fn call<Op: Serialize, T: DeserializeOwned>(stub: &Stub, op: &Op) -> Result<T> {
+/// One request to a Durable Object: the enum it travels in and the reply it gets.
+pub trait Op: Into<Self::Request> {
+    /// The object's request enum (which object answers).
+    type Request: Serialize;
+    /// What the object replies.
+    type Reply: DeserializeOwned;
+}
+
+/// The reply of an op that only succeeds or fails.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct Ack {}
+
+/// A typed handle on one Durable Object instance whose requests are `R`.
+pub struct Client<R> {
+    stub: Stub,
+    request: PhantomData<fn(R)>,
+}
+
+impl<R: Serialize> Client<R> {
+    pub fn new(stub: Stub) -> Self {
+        Client {
+            stub,
+            request: PhantomData,
+        }
+    }
+
+    /// Sends one of this object's ops and decodes the op's reply.
+    pub async fn call<O: Op<Request = R>>(&self, op: O) -> Result<O::Reply> {
+        send(&self.stub, &op.into()).await
+    }
+
+    pub fn stub(&self) -> &Stub {
+        &self.stub
+    }
+}
+
+/// Declares a Durable Object's ops (see the module documentation). Each entry reads
+/// `method: Op { fields } => Reply;`.
+macro_rules! ops {
+    (
+        $(#[$enum_meta:meta])*
+        $vis:vis enum $request:ident, answered by $handler:ident {
+            $(
+                $(#[$op_meta:meta])*
+                $method:ident: $op:ident { $($(#[$field_meta:meta])* $field:ident: $ty:ty),* $(,)? } => $reply:ty;
+            )*
+        }
+    ) => {
+        $(#[$enum_meta])*
+        #[derive(Debug, serde::Serialize, serde::Deserialize)]
+        #[serde(tag = "op", rename_all = "snake_case")]
+        $vis enum $request {
+            $($op($op),)*
+        }
+
+        $(
+            $(#[$op_meta])*
+            #[derive(Debug, serde::Serialize, serde::Deserialize)]
+            $vis struct $op {
+                $($(#[$field_meta])* pub $field: $ty,)*
+            }
+
+            impl $crate::rpc::Op for $op {
+                type Request = $request;
+                type Reply = $reply;
+            }
+
+            impl From<$op> for $request {
+                fn from(op: $op) -> Self {
+                    $request::$op(op)
+                }
+            }
+        )*
+
+        /// What the object does for each of its ops; each answer has the op's reply type.
+        #[allow(async_fn_in_trait)]
+        $vis trait $handler {
+            $(async fn $method(&self, op: $op) -> $crate::error::Result<$reply>;)*
+        }
+
+        impl $request {
+            /// Runs the handler's method for this op and encodes its reply.
+            $vis async fn dispatch(
+                self,
+                handler: &impl $handler,
+            ) -> $crate::error::Result<serde_json::Value> {
+                Ok(match self {
+                    $($request::$op(op) => serde_json::to_value($handler::$method(handler, op).await?)?,)*
+                })
+            }
+        }
+    };
+}
+pub(crate) use ops;
+
+/// Sends a request to a Durable Object and decodes its reply.
+pub async fn send<Op: Serialize, T: DeserializeOwned>(stub: &Stub, op: &Op) -> Result<T> {
     let body = serde_json::to_string(op)?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(body.into()));

@@ -94,16 +94,47 @@ pub fn final_progress(
     Some((to.as_str(), message))
 }
 
-/// Machine-readable reasons a run failed; the message beside the code says what to do.
-pub mod error_codes {
+/// Why a run ended without completing: the one registry of run error codes, as clients see
+/// them in `error.code` (snake_case). The message beside the code says what to do.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum RunErrorCode {
     /// No sandbox backend is configured or reachable.
-    pub const SANDBOX_UNAVAILABLE: &str = "sandbox_unavailable";
+    SandboxUnavailable,
     /// The sandbox stopped under the working agent (its container or daemon started afresh).
-    pub const SANDBOX_LOST: &str = "sandbox_lost";
-    /// The watchdog saw no progress for the configured stall timeout.
-    pub const TIMED_OUT: &str = "timed_out";
+    SandboxLost,
+    /// The repository could not be cloned (or the branch fetched).
+    CloneFailed,
+    /// OpenCode did not start, did not take the task, or its model call failed.
+    AgentFailed,
+    /// The changes could not be committed or pushed.
+    PushFailed,
+    /// The branch was pushed but the pull request could not be opened.
+    PrFailed,
+    /// Any other failure while the run was being worked on.
+    RunFailed,
+    /// The run went over its time limit, or the watchdog saw no progress for too long.
+    TimedOut,
     /// A caller cancelled the run.
-    pub const CANCELLED: &str = "cancelled";
+    Cancelled,
+}
+
+impl RunErrorCode {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
 }
 
 /// The latest progress report of a run.
@@ -119,7 +150,7 @@ pub struct Progress {
 /// Why a run failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunError {
-    pub code: String,
+    pub code: RunErrorCode,
     pub message: String,
 }
 

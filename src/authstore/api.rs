@@ -3,7 +3,7 @@
 
 use crate::config::Limit;
 use crate::error::Result;
-use crate::rpc;
+use crate::rpc::{self, Ack};
 use serde::{Deserialize, Serialize};
 use worker::{Env, Stub};
 
@@ -12,12 +12,18 @@ pub const BINDING: &str = "AUTH";
 /// The deployment's one OAuth store.
 const INSTANCE: &str = "auth-v1";
 
+/// How access and refresh tokens begin.
+pub const ACCESS_PREFIX: &str = "hnd_at_";
+pub const REFRESH_PREFIX: &str = "hnd_rt_";
+/// What an access token's tag is for (see `crate::mac`).
+pub const ACCESS_TAG: &str = "handoff:access-token";
+
 /// A request to the store. Every limit in `limits` is checked (and, when `count` is set,
 /// counted) before the op runs, so a rate-limited call costs one round trip.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Envelope {
     pub limits: Vec<RateHit>,
-    pub op: Op,
+    pub op: AuthStoreRequest,
 }
 
 /// One rate-limit bucket a request falls in.
@@ -45,54 +51,56 @@ impl RateHit {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum Op {
-    /// Stores a dynamically registered client; refused when `max_clients` are already stored.
-    /// Replies `Ack`.
-    RegisterClient {
-        client: ClientRecord,
-        max_clients: u32,
-    },
-    /// Caches a validated client metadata document; replies `Ack`.
-    PutDocumentClient { client: ClientRecord },
-    /// Replies `Option<ClientRecord>`.
-    GetClient { id: String },
-    /// Stores a validated authorization request awaiting the owner's decision; replies
-    /// `PendingRequest`.
-    OpenRequest { request: AuthRequest },
-    /// Replies `PendingRequest` (not found once expired or decided).
-    GetRequest { id: String },
-    /// The owner approved: the request becomes a one-time code. Replies `Decided`.
-    Approve { id: String, owner: String },
-    /// The owner declined. Replies `Decided` (no code).
-    Deny { id: String },
-    /// The token endpoint's `authorization_code` grant. Replies `TokenReply`.
-    ExchangeCode {
-        code: String,
-        client_id: String,
-        redirect_uri: Option<String>,
-        code_verifier: String,
-        resource: Option<String>,
-    },
-    /// The token endpoint's `refresh_token` grant (rotation, reuse detection). Replies
-    /// `TokenReply`.
-    Refresh {
-        refresh_token: String,
-        client_id: String,
-        resource: Option<String>,
-    },
-    /// RFC 7009 revocation of a token this client holds; unknown tokens are ignored. Replies
-    /// `Ack`.
-    Revoke { token: String, client_id: String },
-    /// Checks an access token presented to `/mcp`. Replies `Option<AccessGrant>`.
-    VerifyAccess { token: String },
-    /// Nothing beyond the envelope's limits (counts a failed sign-in). Replies `Ack`.
-    Count,
+rpc::ops! {
+    /// What the store can be asked.
+    pub enum AuthStoreRequest, answered by AuthStoreHandler {
+        /// Stores a dynamically registered client; refused when `max_clients` are already stored.
+        register_client: RegisterClient { client: ClientRecord, max_clients: u32 } => Ack;
+        /// Caches a validated client metadata document.
+        put_document_client: PutDocumentClient { client: ClientRecord } => Ack;
+        get_client: GetClient { id: String } => Option<ClientRecord>;
+        /// Stores a validated authorization request awaiting the owner's decision.
+        open_request: OpenRequest { request: AuthRequest } => PendingRequest;
+        /// Not found once expired or decided.
+        get_request: GetRequest { id: String } => PendingRequest;
+        /// The owner approved: the request becomes a one-time code.
+        approve: Approve { id: String, owner: String } => Decided;
+        /// The owner declined (no code).
+        deny: Deny { id: String } => Decided;
+        /// The token endpoint's `authorization_code` grant.
+        exchange_code: ExchangeCode {
+            code: String,
+            client_id: String,
+            redirect_uri: Option<String>,
+            code_verifier: String,
+            resource: Option<String>,
+        } => TokenReply;
+        /// The token endpoint's `refresh_token` grant (rotation, reuse detection).
+        refresh: Refresh {
+            refresh_token: String,
+            client_id: String,
+            resource: Option<String>,
+        } => TokenReply;
+        /// RFC 7009 revocation of a token this client holds; unknown tokens are ignored.
+        revoke: Revoke { token: String, client_id: String } => Ack;
+        /// Checks an access token presented to `/mcp`.
+        verify_access: VerifyAccess { token: String } => Option<AccessGrant>;
+        /// Nothing beyond the envelope's limits (counts a failed sign-in).
+        count: Count {} => Ack;
+    }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Ack {}
+impl AuthStoreRequest {
+    /// Whether the op only reads (then a request without limits leaves the alarm alone).
+    pub fn reads_only(&self) -> bool {
+        matches!(
+            self,
+            AuthStoreRequest::GetClient(_)
+                | AuthStoreRequest::GetRequest(_)
+                | AuthStoreRequest::VerifyAccess(_)
+        )
+    }
+}
 
 /// How a client is known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,32 +228,16 @@ impl AuthStore {
         Ok(AuthStore { stub })
     }
 
-    /// Sends `op` after checking `limits`.
-    pub async fn call<T: serde::de::DeserializeOwned>(
+    /// Sends one of the store's ops after checking `limits`.
+    pub async fn call<O: rpc::Op<Request = AuthStoreRequest>>(
         &self,
         limits: Vec<RateHit>,
-        op: Op,
-    ) -> Result<T> {
-        rpc::call(&self.stub, &Envelope { limits, op }).await
-    }
-
-    pub async fn get_client(&self, id: &str) -> Result<Option<ClientRecord>> {
-        self.call(vec![], Op::GetClient { id: id.to_string() })
-            .await
-    }
-
-    pub async fn get_request(&self, id: &str, limits: Vec<RateHit>) -> Result<PendingRequest> {
-        self.call(limits, Op::GetRequest { id: id.to_string() })
-            .await
-    }
-
-    pub async fn verify_access(&self, token: &str) -> Result<Option<AccessGrant>> {
-        self.call(
-            vec![],
-            Op::VerifyAccess {
-                token: token.to_string(),
-            },
-        )
-        .await
+        op: O,
+    ) -> Result<O::Reply> {
+        let envelope = Envelope {
+            limits,
+            op: op.into(),
+        };
+        rpc::send(&self.stub, &envelope).await
     }
 }

@@ -3,7 +3,9 @@
 //! revocation. Runs inside the OAuth store's single-threaded event, so every check-then-write is
 //! atomic.
 
-use super::api::{AuthRequest, Decided, IssuedTokens, TokenReply};
+use super::api::{
+    AuthRequest, Decided, IssuedTokens, TokenReply, ACCESS_PREFIX, ACCESS_TAG, REFRESH_PREFIX,
+};
 use super::store::{self, GrantRow, ACCESS, REFRESH};
 use crate::error::{Error, Result};
 use crate::ids;
@@ -13,8 +15,6 @@ use worker::SqlStorage;
 
 /// Authorization codes live this long.
 pub const CODE_TTL_MS: i64 = 5 * 60 * 1000;
-pub const ACCESS_PREFIX: &str = "hnd_at_";
-pub const REFRESH_PREFIX: &str = "hnd_rt_";
 const CODE_PREFIX: &str = "hnd_ac_";
 
 /// Token lifetimes, from the deployment's configuration.
@@ -24,9 +24,6 @@ pub struct Lifetimes {
     /// Tags access tokens (`HANDOFF_SIGNING_KEY`), so forged ones are refused before storage.
     pub access_tag_key: Option<Vec<u8>>,
 }
-
-/// What an access token's tag is for (see `crate::mac`).
-pub const ACCESS_TAG: &str = "handoff:access-token";
 
 fn refused(error: &str, description: impl Into<String>) -> Result<TokenReply> {
     Ok(TokenReply::Refused {

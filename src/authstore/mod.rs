@@ -2,25 +2,18 @@
 //! pending authorization requests, one-time codes, grants and their tokens (hashed), and the
 //! rate-limit counters of the OAuth endpoints, in SQLite. Its alarm forgets what has expired.
 
-mod api;
+pub mod api;
 mod grants;
+mod handler;
 mod rate;
 mod store;
 
-pub use api::{
-    AuthMethod, AuthRequest, AuthStore, ClientKind, ClientRecord, Decided, Op, PendingRequest,
-    RateHit, TokenReply,
-};
-pub use grants::{ACCESS_PREFIX, ACCESS_TAG};
-pub use store::hash as hash_secret;
-
 use crate::config;
-use crate::error::{Error, Result};
-use crate::ids;
+use crate::error::Result;
 use crate::rpc;
 use crate::time::now_ms;
-use api::{Ack, Envelope};
-use grants::{Exchange, Lifetimes};
+use api::Envelope;
+use grants::Lifetimes;
 use serde_json::Value;
 use std::cell::Cell;
 use worker::{console_error, durable_object, DurableObject, Env, Request, Response, State};
@@ -77,82 +70,15 @@ impl AuthStoreObject {
             refresh_secs: config::refresh_token_ttl_secs(&self.env),
             access_tag_key: config::signing_key(&self.env),
         };
-        let writes = !matches!(
-            envelope.op,
-            Op::GetClient { .. } | Op::GetRequest { .. } | Op::VerifyAccess { .. }
-        );
-        let value = match envelope.op {
-            Op::RegisterClient {
-                client,
-                max_clients,
-            } => {
-                if store::count_clients(&sql, ClientKind::Registered)? >= i64::from(max_clients) {
-                    return Err(Error::unavailable(
-                        "this deployment holds the most registered clients it keeps; retry later",
-                    ));
-                }
-                store::put_client(&sql, &client, now)?;
-                serde_json::to_value(Ack {})?
-            }
-            Op::PutDocumentClient { client } => {
-                store::put_client(&sql, &client, now)?;
-                serde_json::to_value(Ack {})?
-            }
-            Op::GetClient { id } => serde_json::to_value(store::get_client(&sql, &id)?)?,
-            Op::OpenRequest { request } => {
-                let id = ids::new_id(ids::AUTH_REQUEST);
-                let expires_at = now + REQUEST_TTL_MS;
-                store::insert_request(&sql, &id, &request, expires_at)?;
-                serde_json::to_value(PendingRequest {
-                    id,
-                    request,
-                    expires_at,
-                })?
-            }
-            Op::GetRequest { id } => serde_json::to_value(
-                store::get_request(&sql, &id, now)?.ok_or_else(grants::expired_request)?,
-            )?,
-            Op::Approve { id, owner } => {
-                serde_json::to_value(grants::approve(&sql, &id, &owner, now)?)?
-            }
-            Op::Deny { id } => serde_json::to_value(grants::deny(&sql, &id, now)?)?,
-            Op::ExchangeCode {
-                code,
-                client_id,
-                redirect_uri,
-                code_verifier,
-                resource,
-            } => {
-                let exchange = Exchange {
-                    code: &code,
-                    client_id: &client_id,
-                    redirect_uri: redirect_uri.as_deref(),
-                    code_verifier: &code_verifier,
-                    resource: resource.as_deref(),
-                };
-                serde_json::to_value(grants::exchange_code(&sql, &exchange, &lifetimes, now)?)?
-            }
-            Op::Refresh {
-                refresh_token,
-                client_id,
-                resource,
-            } => serde_json::to_value(grants::refresh(
-                &sql,
-                &refresh_token,
-                &client_id,
-                resource.as_deref(),
-                &lifetimes,
+        let writes = !envelope.op.reads_only();
+        let value = envelope
+            .op
+            .dispatch(&handler::Call {
+                sql,
                 now,
-            )?)?,
-            Op::Revoke { token, client_id } => {
-                grants::revoke(&sql, &token, &client_id, now)?;
-                serde_json::to_value(Ack {})?
-            }
-            Op::VerifyAccess { token } => {
-                serde_json::to_value(store::live_access(&sql, &store::hash(&token), now)?)?
-            }
-            Op::Count => serde_json::to_value(Ack {})?,
-        };
+                lifetimes,
+            })
+            .await?;
         if writes || !envelope.limits.is_empty() {
             self.ensure_alarm().await?;
         }

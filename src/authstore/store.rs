@@ -5,7 +5,6 @@
 use super::api::{AccessGrant, AuthRequest, ClientKind, ClientRecord, PendingRequest};
 use crate::error::{Error, Result};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use worker::SqlStorage;
 
 const SCHEMA: &str = "
@@ -72,10 +71,7 @@ pub fn create_schema(sql: &SqlStorage) -> Result<()> {
 
 /// SHA-256 of a secret, hex: how codes, tokens and client secrets are stored.
 pub fn hash(secret: &str) -> String {
-    Sha256::digest(secret.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::mac::sha256_hex(secret.as_bytes())
 }
 
 #[derive(Deserialize)]

@@ -2,21 +2,17 @@
 //! sessions, in SQLite. Its alarm is the watchdog that guarantees every accepted run reaches a
 //! terminal state, and the dispatcher that retries hand-offs to session objects.
 
-mod api;
+pub mod api;
+mod handler;
 mod store;
-
-pub use api::{Ledger, McpSessionRef, Page, SandboxSummary};
 
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
-use crate::ids;
 use crate::rpc;
-use crate::runs::{error_codes, RunError, RunRecord, RunSpec, RunStatus};
-use crate::session::SessionClient;
+use crate::runs::{RunError, RunErrorCode, RunRecord, RunSpec, RunStatus};
+use crate::session::api as session;
 use crate::time::{alarm_offset, now_ms, rfc3339};
-use api::{Ack, Cancelled, CreatedRun, Envelope, Op, OpenedMcpSession, Transitioned};
-use serde_json::Value;
-use sha2::{Digest, Sha256};
+use api::{Envelope, McpSessionRef};
 use std::cell::Cell;
 use worker::{
     console_error, durable_object, DurableObject, Env, Request, Response, SqlStorage, State,
@@ -54,7 +50,11 @@ impl DurableObject for RunLedger {
     }
 
     async fn fetch(&self, req: Request) -> worker::Result<Response> {
-        rpc::serve(req, |envelope: Envelope| self.handle(envelope)).await
+        rpc::serve(req, |envelope: Envelope| async move {
+            let call = handler::Call::new(self, envelope.mcp_session)?;
+            envelope.op.dispatch(&call).await
+        })
+        .await
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
@@ -77,182 +77,18 @@ impl RunLedger {
         config::stall_timeout_ms(&self.env) as i64
     }
 
-    async fn handle(&self, envelope: Envelope) -> Result<Value> {
-        let sql = self.sql();
-        let now = now_ms();
-        if let Some(session) = &envelope.mcp_session {
-            check_mcp_session(&sql, session, now)?;
-        }
-        let value = match envelope.op {
-            Op::OpenMcpSession {
-                principal,
-                protocol_version,
-                client,
-            } => {
-                let id = ids::new_id(ids::MCP_SESSION);
-                store::open_mcp_session(
-                    &sql,
-                    &id,
-                    &principal,
-                    &protocol_version,
-                    client.as_deref(),
-                    now,
-                )?;
-                self.reschedule().await?;
-                serde_json::to_value(OpenedMcpSession { id })?
-            }
-            Op::CheckMcpSession => serde_json::to_value(Ack {})?,
-            Op::CloseMcpSession => {
-                let session = envelope
-                    .mcp_session
-                    .ok_or_else(|| Error::invalid("no MCP session to close"))?;
-                store::end_mcp_session(&sql, &session.id, now)?;
-                serde_json::to_value(Ack {})?
-            }
-            Op::CreateRun { principal, spec } => {
-                serde_json::to_value(self.create_run(&sql, &principal, spec, now).await?)?
-            }
-            Op::GetRun { run_id } => serde_json::to_value(find_run(&sql, &run_id)?)?,
-            Op::ListRuns {
-                session_id,
-                status,
-                limit,
-                before,
-            } => {
-                let (items, next) =
-                    store::list_runs(&sql, session_id.as_deref(), status, before, limit)?;
-                serde_json::to_value(Page { items, next })?
-            }
-            Op::ListSessions { limit, before } => {
-                let (items, next) = store::list_sessions(&sql, before, limit)?;
-                serde_json::to_value(Page { items, next })?
-            }
-            Op::CancelRun { run_id, principal } => {
-                serde_json::to_value(self.cancel_run(&sql, &run_id, &principal, now).await?)?
-            }
-            Op::Transition {
-                run_id,
-                to,
-                error,
-                outcome,
-            } => {
-                let (status, applied) =
-                    store::transition(&sql, &run_id, to, error.as_ref(), outcome.as_ref(), now)?;
-                if applied {
-                    self.reschedule().await?;
-                }
-                serde_json::to_value(Transitioned { status, applied })?
-            }
-            Op::RegisterSandbox { summary } => {
-                store::insert_sandbox(&sql, &summary)?;
-                serde_json::to_value(Ack {})?
-            }
-            Op::SandboxStatus { id, status } => {
-                store::set_sandbox_status(&sql, &id, status, now)?;
-                serde_json::to_value(Ack {})?
-            }
-            Op::ListSandboxes { limit, before } => {
-                let (items, next) = store::list_sandboxes(&sql, before, limit)?;
-                serde_json::to_value(Page { items, next })?
-            }
-            Op::Progress {
-                run_id,
-                phase,
-                message,
-                detail,
-            } => {
-                let (status, applied) =
-                    store::progress(&sql, &run_id, &phase, &message, detail.as_ref(), now)?;
-                serde_json::to_value(Transitioned { status, applied })?
-            }
-        };
-        Ok(value)
-    }
-
-    async fn create_run(
-        &self,
-        sql: &SqlStorage,
-        principal: &str,
-        spec: RunSpec,
-        now: i64,
-    ) -> Result<CreatedRun> {
-        let request_hash = request_hash(&spec)?;
-        if let Some(key) = &spec.idempotency_key {
-            if let Some((run_id, hash)) = store::find_by_idempotency_key(sql, principal, key)? {
-                if hash != request_hash {
-                    return Err(Error::conflict(format!(
-                        "idempotencyKey {key:?} was already used for a different request (run {run_id}); \
-                         use a new key for a new task"
-                    )));
-                }
-                let run = find_run(sql, &run_id)?;
-                return Ok(CreatedRun {
-                    run,
-                    deduplicated: true,
-                });
-            }
-        }
-        let session_id = match &spec.session_id {
-            Some(id) if store::session_exists(sql, id)? => id.clone(),
-            Some(id) => return Err(Error::not_found(format!("session {id} not found"))),
-            None => {
-                let id = ids::new_id(ids::SESSION);
-                store::insert_session(sql, &id, principal, now)?;
-                id
-            }
-        };
-        let run_id = ids::new_id(ids::RUN);
-        store::insert_run(
-            sql,
-            &run_id,
-            &session_id,
-            principal,
-            &spec,
-            &request_hash,
-            now,
-        )?;
-        let run = find_run(sql, &run_id)?;
-        // From here on the run is durable: a failed hand-off is retried by the alarm.
-        self.dispatch(sql, &run_id, &session_id).await;
-        self.reschedule().await?;
-        Ok(CreatedRun {
-            run,
-            deduplicated: false,
-        })
-    }
-
-    async fn cancel_run(
-        &self,
-        sql: &SqlStorage,
-        run_id: &str,
-        principal: &str,
-        now: i64,
-    ) -> Result<Cancelled> {
-        let before = find_run(sql, run_id)?;
-        let error = RunError {
-            code: error_codes::CANCELLED.into(),
-            message: format!("cancelled by {principal} at {}", rfc3339(now)),
-        };
-        let (_, changed) =
-            store::transition(sql, run_id, RunStatus::Cancelled, Some(&error), None, now)?;
-        if changed {
-            self.notify_session_of_end(&before).await;
-            self.reschedule().await?;
-        }
-        Ok(Cancelled {
-            run: find_run(sql, run_id)?,
-            changed,
-        })
-    }
-
     /// Hands a run to its session object; on success records the hand-off.
     async fn dispatch(&self, sql: &SqlStorage, run_id: &str, session_id: &str) {
-        let result = match SessionClient::get(&self.env, session_id) {
-            Ok(client) => client.dispatch(run_id).await,
+        let op = session::Dispatch {
+            run_id: run_id.to_string(),
+            session_id: session_id.to_string(),
+        };
+        let result = match session::client(&self.env, session_id) {
+            Ok(client) => client.call(op).await,
             Err(e) => Err(e),
         };
         match result {
-            Ok(()) => {
+            Ok(_) => {
                 if let Err(e) = store::mark_dispatched(sql, run_id, now_ms()) {
                     console_error!("ledger: marking {run_id} dispatched: {e}");
                 }
@@ -266,8 +102,11 @@ impl RunLedger {
     /// Tells a run's session that the run ended outside its control (cancel, watchdog), so it
     /// stops working on it. Best effort: the session also checks the ledger before each step.
     async fn notify_session_of_end(&self, run: &RunRecord) {
-        let result = match SessionClient::get(&self.env, &run.session_id) {
-            Ok(client) => client.run_ended(&run.id).await,
+        let op = session::RunEnded {
+            run_id: run.id.clone(),
+        };
+        let result = match session::client(&self.env, &run.session_id) {
+            Ok(client) => client.call(op).await,
             Err(e) => Err(e),
         };
         if let Err(e) = result {
@@ -286,7 +125,7 @@ impl RunLedger {
         let stall = self.stall_ms();
         for run in store::stalled_runs(&sql, now - stall)? {
             let error = RunError {
-                code: error_codes::TIMED_OUT.into(),
+                code: RunErrorCode::TimedOut,
                 message: stall_message(&run, now),
             };
             let (_, applied) =
@@ -359,8 +198,7 @@ fn request_hash(spec: &RunSpec) -> Result<String> {
     let mut unkeyed = spec.clone();
     unkeyed.idempotency_key = None;
     unkeyed.origin = None;
-    let digest = Sha256::digest(serde_json::to_vec(&unkeyed)?);
-    Ok(digest.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(crate::mac::sha256_hex(&serde_json::to_vec(&unkeyed)?))
 }
 
 fn stall_message(run: &RunRecord, now: i64) -> String {

@@ -11,7 +11,7 @@ use crate::config;
 use crate::error::Result;
 use crate::http;
 use crate::ids;
-use crate::ledger::{Ledger, McpSessionRef};
+use crate::ledger::api::{CloseMcpSession, Ledger, McpSessionRef};
 use crate::tools::{Ctx, StatusLine};
 use futures::StreamExt;
 use jsonrpc::{Message, RpcError};
@@ -212,8 +212,8 @@ async fn delete(req: Request, env: &Env, principal: Principal) -> Result<Respons
         Ok(ledger) => ledger,
         Err(response) => return Ok(response),
     };
-    Ok(match ledger.close_mcp_session().await {
-        Ok(()) => Response::empty()?.with_status(204),
+    Ok(match ledger.call(CloseMcpSession {}).await {
+        Ok(_) => Response::empty()?.with_status(204),
         Err(e) => error_response(e.http_status(), &jsonrpc::invalid_request(None, e.message)),
     })
 }

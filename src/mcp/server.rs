@@ -5,7 +5,7 @@ use super::jsonrpc::{self, RpcError};
 use super::protocol;
 use crate::auth::Principal;
 use crate::error::{Error, ErrorKind};
-use crate::ledger::Ledger;
+use crate::ledger::api::{Ledger, OpenMcpSession};
 use crate::tools::{self, CallError, Ctx};
 use rmcp::model::{CallToolRequestParams, ErrorCode, InitializeRequestParams, RequestId};
 use serde::de::DeserializeOwned;
@@ -33,9 +33,14 @@ pub async fn initialize(
     let client = format!("{} {}", params.client_info.name, params.client_info.version);
     let session_id = Ledger::get(env)
         .map_err(|e| internal(&id, &e))?
-        .open_mcp_session(&principal.id, version, Some(client))
+        .call(OpenMcpSession {
+            principal: principal.id.clone(),
+            protocol_version: version.to_string(),
+            client: Some(client),
+        })
         .await
-        .map_err(|e| internal(&id, &e))?;
+        .map_err(|e| internal(&id, &e))?
+        .id;
     let result = serde_json::to_value(protocol::initialize_result(version))
         .map_err(|e| internal(&id, &Error::from(e)))?;
     Ok((jsonrpc::result(&id, result), session_id))

@@ -9,10 +9,12 @@ use super::metadata;
 use super::owner;
 use super::params::Params;
 use super::{client_address, SCOPE};
-use crate::authstore::{AuthRequest, AuthStore, Decided, Op, PendingRequest, RateHit};
+use crate::authstore::api::{
+    Approve, AuthRequest, AuthStore, Count, Decided, Deny, GetRequest, OpenRequest, PendingRequest,
+    RateHit,
+};
 use crate::config;
 use crate::error::{Error, Result};
-use serde_json::Value;
 use worker::{Env, Headers, Request, Response, Url};
 
 const MAX_STATE_LEN: usize = 1024;
@@ -138,7 +140,7 @@ pub async fn start(req: Request, env: &Env, base: &str) -> Result<Response> {
         config::rate_limits(env).authorize,
         true,
     );
-    let pending: PendingRequest = match store.call(vec![limit], Op::OpenRequest { request }).await {
+    let pending: PendingRequest = match store.call(vec![limit], OpenRequest { request }).await {
         Ok(pending) => pending,
         Err(e) => return consent::store_problem(&e),
     };
@@ -150,7 +152,10 @@ pub async fn start(req: Request, env: &Env, base: &str) -> Result<Response> {
 pub async fn show(req: Request, env: &Env, base: &str) -> Result<Response> {
     let params = Params::from_query(&req).ok();
     let id = params.as_ref().and_then(|p| p.get("request")).unwrap_or("");
-    match AuthStore::get(env)?.get_request(id, vec![]).await {
+    match AuthStore::get(env)?
+        .call(vec![], GetRequest { id: id.to_string() })
+        .await
+    {
         Ok(pending) => render(&req, env, base, &pending, None, 200),
         Err(e) => consent::store_problem(&e),
     }
@@ -190,7 +195,7 @@ pub async fn decide(mut req: Request, env: &Env, base: &str) -> Result<Response>
     }
     let store = AuthStore::get(env)?;
     let decided: Decided = match form.get("decision") {
-        Some("deny") => match store.call(vec![], Op::Deny { id: id.to_string() }).await {
+        Some("deny") => match store.call(vec![], Deny { id: id.to_string() }).await {
             Ok(decided) => decided,
             Err(e) => return consent::store_problem(&e),
         },
@@ -200,7 +205,10 @@ pub async fn decide(mut req: Request, env: &Env, base: &str) -> Result<Response>
                 Some(owner) => owner,
                 None => {
                     let pending = match store
-                        .get_request(id, owner::signin_limits(env, &req, false))
+                        .call(
+                            owner::signin_limits(env, &req, false),
+                            GetRequest { id: id.to_string() },
+                        )
                         .await
                     {
                         Ok(pending) => pending,
@@ -214,7 +222,7 @@ pub async fn decide(mut req: Request, env: &Env, base: &str) -> Result<Response>
                         }
                         Some(_) => {
                             if let Err(e) = store
-                                .call::<Value>(owner::signin_limits(env, &req, true), Op::Count)
+                                .call(owner::signin_limits(env, &req, true), Count {})
                                 .await
                             {
                                 return consent::store_problem(&e);
@@ -244,7 +252,7 @@ pub async fn decide(mut req: Request, env: &Env, base: &str) -> Result<Response>
             match store
                 .call(
                     vec![],
-                    Op::Approve {
+                    Approve {
                         id: id.to_string(),
                         owner,
                     },

@@ -2,9 +2,12 @@
 //! whose JSON is fetched, validated and cached), finding a client by id, and client
 //! authentication at the token and revocation endpoints.
 
-use crate::authstore::{hash_secret, AuthMethod, AuthStore, ClientKind, ClientRecord, Op};
+use crate::authstore::api::{
+    AuthMethod, AuthStore, ClientKind, ClientRecord, GetClient, PutDocumentClient,
+};
 use crate::config;
 use crate::error::Error;
+use crate::mac;
 use crate::time::now_ms;
 use base64::Engine;
 use futures::future::{select, Either};
@@ -303,12 +306,25 @@ pub async fn resolve(
     let now = now_ms();
     if !is_document_id(client_id) {
         return store
-            .get_client(client_id)
+            .call(
+                vec![],
+                GetClient {
+                    id: client_id.to_string(),
+                },
+            )
             .await?
             .ok_or(ClientProblem::Unknown);
     }
     let url = check_document_id(env, client_id).map_err(ClientProblem::BadDocument)?;
-    if let Some(cached) = store.get_client(client_id).await? {
+    if let Some(cached) = store
+        .call(
+            vec![],
+            GetClient {
+                id: client_id.to_string(),
+            },
+        )
+        .await?
+    {
         if cached.fresh_until.is_some_and(|t| t > now) {
             return Ok(cached);
         }
@@ -318,9 +334,9 @@ pub async fn resolve(
         .map_err(ClientProblem::BadDocument)?;
     let client = parse_document(client_id, &body, now).map_err(ClientProblem::BadDocument)?;
     store
-        .call::<serde_json::Value>(
+        .call(
             vec![],
-            Op::PutDocumentClient {
+            PutDocumentClient {
                 client: client.clone(),
             },
         )
@@ -393,20 +409,14 @@ pub fn presented(
 pub fn authenticate(client: &ClientRecord, presented: &Presented) -> bool {
     match (client.auth_method, &client.secret_hash) {
         (AuthMethod::None, _) => true,
-        (_, Some(expected)) => presented
-            .secret
-            .as_deref()
-            .is_some_and(|s| constant_eq(&hash_secret(s), expected)),
+        (_, Some(expected)) => presented.secret.as_deref().is_some_and(|s| {
+            mac::same(
+                mac::sha256_hex(s.as_bytes()).as_bytes(),
+                expected.as_bytes(),
+            )
+        }),
         (_, None) => false,
     }
-}
-
-fn constant_eq(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! signed in, and offers Approve and Deny. No scripts; never framed.
 
 use super::clients::redirect_label;
-use crate::authstore::{ClientKind, PendingRequest};
+use crate::authstore::api::{ClientKind, PendingRequest};
 use crate::error::{Error, ErrorKind, Result};
 use crate::html::{self, escape};
 use worker::Response;

@@ -6,14 +6,13 @@
 use super::consent;
 use super::owner::{self, Claims};
 use super::params::{cookie, Params};
-use crate::authstore::{AuthStore, Op};
+use crate::authstore::api::{AuthStore, Count, GetRequest};
 use crate::config::{self, GithubSignIn};
 use crate::error::{Error, Result};
 use crate::ids;
 use crate::time::now_ms;
 use futures::future::{select, Either};
 use serde::Deserialize;
-use serde_json::Value;
 use std::time::Duration;
 use worker::{url, Delay, Env, Fetch, Headers, Method, Request, RequestInit, Response};
 
@@ -42,7 +41,10 @@ pub async fn start(req: Request, env: &Env, base: &str) -> Result<Response> {
         Some(next) => format!("{NEXT_PREFIX}{}", super::signin::safe_next(Some(next))),
         None => {
             let id = params.as_ref().and_then(|p| p.get("request")).unwrap_or("");
-            if let Err(e) = AuthStore::get(env)?.get_request(id, vec![]).await {
+            if let Err(e) = AuthStore::get(env)?
+                .call(vec![], GetRequest { id: id.to_string() })
+                .await
+            {
                 return consent::error_page(404, "Request expired", &e.message);
             }
             id.to_string()
@@ -121,11 +123,16 @@ pub async fn callback(req: Request, env: &Env, base: &str) -> Result<Response> {
     let next = claims.sub.strip_prefix(NEXT_PREFIX).map(str::to_string);
     let checked = match &next {
         Some(_) => store
-            .call::<Value>(owner::signin_limits(env, &req, false), Op::Count)
+            .call(owner::signin_limits(env, &req, false), Count {})
             .await
             .map(|_| ()),
         None => store
-            .get_request(&claims.sub, owner::signin_limits(env, &req, false))
+            .call(
+                owner::signin_limits(env, &req, false),
+                GetRequest {
+                    id: claims.sub.clone(),
+                },
+            )
             .await
             .map(|_| ()),
     };
@@ -144,7 +151,7 @@ pub async fn callback(req: Request, env: &Env, base: &str) -> Result<Response> {
         .any(|l| *l == login.to_ascii_lowercase())
     {
         if let Err(e) = store
-            .call::<Value>(owner::signin_limits(env, &req, true), Op::Count)
+            .call(owner::signin_limits(env, &req, true), Count {})
             .await
         {
             return consent::store_problem(&e);

@@ -18,7 +18,7 @@ mod token;
 pub use metadata::{resource_metadata_url, SCOPE};
 
 use crate::auth::Principal;
-use crate::authstore::{AuthStore, ACCESS_PREFIX, ACCESS_TAG};
+use crate::authstore::api::{AuthStore, VerifyAccess, ACCESS_PREFIX, ACCESS_TAG};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http;
 use serde_json::json;
@@ -87,7 +87,14 @@ pub async fn verify_access_token(env: &Env, token: &str, base: &str) -> Result<O
             return Ok(None);
         }
     }
-    let grant = AuthStore::get(env)?.verify_access(token).await?;
+    let grant = AuthStore::get(env)?
+        .call(
+            vec![],
+            VerifyAccess {
+                token: token.to_string(),
+            },
+        )
+        .await?;
     Ok(grant
         .filter(|g| g.resource == metadata::resource(base))
         .map(|g| Principal {

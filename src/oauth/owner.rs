@@ -4,7 +4,7 @@
 
 use super::client_address;
 use super::params::cookie;
-use crate::authstore::RateHit;
+use crate::authstore::api::RateHit;
 use crate::config;
 use crate::ids;
 use crate::time::now_ms;

@@ -5,7 +5,9 @@
 use super::clients::{self, MAX_REDIRECT_URIS};
 use super::params::read_body;
 use super::{client_address, error, error_from};
-use crate::authstore::{hash_secret, AuthMethod, AuthStore, ClientKind, ClientRecord, Op, RateHit};
+use crate::authstore::api::{
+    AuthMethod, AuthStore, ClientKind, ClientRecord, RateHit, RegisterClient,
+};
 use crate::config;
 use crate::http;
 use crate::ids;
@@ -149,7 +151,9 @@ pub async fn handle(mut req: Request, env: &Env) -> Response {
     };
     client.id = ids::new_id(ids::CLIENT);
     let secret = (client.auth_method != AuthMethod::None).then(|| ids::new_secret("hnd_cs_"));
-    client.secret_hash = secret.as_deref().map(hash_secret);
+    client.secret_hash = secret
+        .as_deref()
+        .map(|s| crate::mac::sha256_hex(s.as_bytes()));
     let limit = RateHit::new(
         "register",
         &client_address(&req),
@@ -159,9 +163,9 @@ pub async fn handle(mut req: Request, env: &Env) -> Response {
     let stored = match AuthStore::get(env) {
         Ok(store) => {
             store
-                .call::<Value>(
+                .call(
                     vec![limit],
-                    Op::RegisterClient {
+                    RegisterClient {
                         client: client.clone(),
                         max_clients: MAX_CLIENTS,
                     },

@@ -6,12 +6,11 @@
 use super::consent;
 use super::owner;
 use super::params::Params;
-use crate::authstore::{AuthStore, Op};
+use crate::authstore::api::{AuthStore, Count};
 use crate::config;
 use crate::error::Result;
 use crate::html::{self, escape};
 use crate::ids;
-use serde_json::Value;
 use worker::{Env, Headers, Request, Response};
 
 /// Where a sign-in may return to: a run page or its transcript, or the front page.
@@ -99,7 +98,7 @@ pub async fn submit(mut req: Request, env: &Env, base: &str) -> Result<Response>
     }
     let store = AuthStore::get(env)?;
     if let Err(e) = store
-        .call::<Value>(owner::signin_limits(env, &req, false), Op::Count)
+        .call(owner::signin_limits(env, &req, false), Count {})
         .await
     {
         return consent::store_problem(&e);
@@ -116,7 +115,7 @@ pub async fn submit(mut req: Request, env: &Env, base: &str) -> Result<Response>
         }
         _ => {
             if let Err(e) = store
-                .call::<Value>(owner::signin_limits(env, &req, true), Op::Count)
+                .call(owner::signin_limits(env, &req, true), Count {})
                 .await
             {
                 return consent::store_problem(&e);

@@ -6,10 +6,11 @@ use super::clients::{self, ClientProblem, Presented};
 use super::metadata;
 use super::params::Params;
 use super::{client_address, error, error_from};
-use crate::authstore::{AuthStore, ClientRecord, Op, RateHit, TokenReply};
+use crate::authstore::api::{
+    AuthStore, ClientRecord, ExchangeCode, RateHit, Refresh, Revoke, TokenReply,
+};
 use crate::config;
 use crate::http;
-use serde_json::Value;
 use worker::{Env, Request, Response};
 
 /// Reads the form and authenticates the client, or returns the error response.
@@ -94,7 +95,7 @@ pub async fn token(mut req: Request, env: &Env, base: &str) -> Response {
             }
         },
     };
-    let op = match form.get("grant_type") {
+    let reply = match form.get("grant_type") {
         Some("authorization_code") => {
             let Some(code) = form.get("code") else {
                 return error(400, "invalid_request", "code is required");
@@ -102,13 +103,14 @@ pub async fn token(mut req: Request, env: &Env, base: &str) -> Response {
             let Some(verifier) = form.get("code_verifier") else {
                 return error(400, "invalid_request", "code_verifier is required (PKCE)");
             };
-            Op::ExchangeCode {
+            let op = ExchangeCode {
                 code: code.to_string(),
                 client_id: client.id.clone(),
                 redirect_uri: form.get("redirect_uri").map(str::to_string),
                 code_verifier: verifier.to_string(),
                 resource,
-            }
+            };
+            store.call(vec![limit], op).await
         }
         Some("refresh_token") => {
             let Some(refresh_token) = form.get("refresh_token") else {
@@ -123,11 +125,12 @@ pub async fn token(mut req: Request, env: &Env, base: &str) -> Response {
                     );
                 }
             }
-            Op::Refresh {
+            let op = Refresh {
                 refresh_token: refresh_token.to_string(),
                 client_id: client.id.clone(),
                 resource,
-            }
+            };
+            store.call(vec![limit], op).await
         }
         Some(other) => {
             return error(
@@ -140,7 +143,7 @@ pub async fn token(mut req: Request, env: &Env, base: &str) -> Response {
         }
         None => return error(400, "invalid_request", "grant_type is required"),
     };
-    match store.call::<TokenReply>(vec![limit], op).await {
+    match reply {
         Ok(TokenReply::Issued { tokens }) => {
             let mut response = http::json(200, &tokens);
             let headers = response.headers_mut();
@@ -164,11 +167,11 @@ pub async fn revoke(mut req: Request, env: &Env) -> Response {
     let Some(token) = form.get("token") else {
         return error(400, "invalid_request", "token is required");
     };
-    let op = Op::Revoke {
+    let op = Revoke {
         token: token.to_string(),
         client_id: client.id.clone(),
     };
-    match store.call::<Value>(vec![limit], op).await {
+    match store.call(vec![limit], op).await {
         // RFC 7009: 200 whether or not the token was known.
         Ok(_) => {
             let mut response = http::json(200, &serde_json::json!({}));

@@ -20,7 +20,7 @@ pub mod tokens;
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http;
-use crate::ledger::Ledger;
+use crate::ledger::api::{GetRun, Ledger};
 use crate::runs::RunRecord;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -196,8 +196,11 @@ async fn authorize(
             ));
         }
     }
+    let get = GetRun {
+        run_id: claims.sub.clone(),
+    };
     let run = Ledger::get(env)?
-        .get_run(&claims.sub)
+        .call(get)
         .await
         .map_err(|e| match e.kind {
             ErrorKind::NotFound => {

@@ -2,8 +2,10 @@
 //! differs between backends: a Cloudflare Container's TCP port, or a daemon URL (local
 //! backend). Every call carries a short-lived token for this one sandbox.
 
+use super::api::{PortReply, PortRequest};
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
+use crate::http::query_value;
 use crate::time::now_ms;
 use futures::future::{select, Either};
 use handoff_wire::{
@@ -27,26 +29,6 @@ const GRACE: Duration = Duration::from_secs(15);
 const SNAPSHOT_LIMIT: Duration = Duration::from_secs(15 * 60);
 /// The daemon's port inside a container.
 pub const CONTAINER_PORT: u16 = 3000;
-
-/// A request to a program inside the sandbox (e.g. OpenCode's API).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct PortRequest {
-    pub port: u16,
-    pub method: String,
-    /// Path and query, e.g. `/session/status?directory=/home/sandbox/app`.
-    pub path: String,
-    pub body: Option<String>,
-    /// Sent to the program as its `Authorization`.
-    pub authorization: Option<String>,
-    /// Give up (HTTP 504 from the daemon) if the program has not started answering by then.
-    pub timeout_ms: Option<u64>,
-}
-
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct PortReply {
-    pub status: u16,
-    pub body: String,
-}
 
 /// Where the daemon is.
 pub enum Transport {
@@ -278,13 +260,13 @@ impl Daemon {
             Encoding::Text => "text",
             Encoding::Base64 => "base64",
         };
-        let query = format!("/files?path={}&encoding={enc}", urlencode(path));
+        let query = format!("/files?path={}&encoding={enc}", query_value(path));
         self.call::<(), _>(Method::Get, &query, None).await
     }
 
     pub async fn write_file(&self, path: &str, bytes: Vec<u8>) -> Result<FileWritten> {
         let array = worker::js_sys::Uint8Array::from(bytes.as_slice());
-        let query = format!("/files?path={}", urlencode(path));
+        let query = format!("/files?path={}", query_value(path));
         let mut response = self
             .send(
                 Method::Put,
@@ -300,12 +282,12 @@ impl Daemon {
     }
 
     pub async fn list(&self, path: &str) -> Result<FileList> {
-        let query = format!("/files/list?path={}", urlencode(path));
+        let query = format!("/files/list?path={}", query_value(path));
         self.call::<(), _>(Method::Get, &query, None).await
     }
 
     pub async fn zip(&self, path: &str) -> Result<Vec<u8>> {
-        let query = format!("/files/zip?path={}", urlencode(path));
+        let query = format!("/files/zip?path={}", query_value(path));
         let mut response = self
             .send(Method::Get, &query, None, None, DEFAULT_LIMIT)
             .await?;
@@ -453,17 +435,4 @@ async fn daemon_error_from(mut response: Response) -> Error {
 /// The daemon key of the container that holds `sandbox_id`, derived from the master.
 pub fn container_key(master: &[u8], sandbox_id: &str) -> String {
     crate::mac::derive_key(master, "handoff:sandbox-daemon-key", sandbox_id)
-}
-
-/// Percent-encodes a query value.
-pub fn urlencode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

@@ -3,38 +3,28 @@
 //! and restoring it if the daemon lost it), snapshots the workspace to R2 on pause or when idle,
 //! and restores it on resume — which exec and file operations do by themselves.
 
-mod api;
+pub mod api;
 mod container;
-pub mod daemon;
+mod daemon;
 pub mod exec_stream;
 mod snapshots;
 mod store;
 
-pub use api::{SandboxClient, SandboxInfo, SandboxOp};
-pub use daemon::{PortReply, PortRequest};
-pub use store::{SandboxRecord, Status};
-
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
-use crate::ledger::Ledger;
+use crate::ledger::api::{Ledger, RegisterSandbox, SetSandboxStatus};
 use crate::rpc;
+use crate::sandboxes::{SandboxRecord, Status};
 use crate::time::{alarm_offset, now_ms};
-use api::{Ack, Zipped};
-use base64::engine::general_purpose::STANDARD as B64;
-use base64::Engine;
+use api::{Pause, SandboxHandler, SandboxInfo, SandboxRequest, EXEC_STREAM_PATH};
 use daemon::{Daemon, Transport};
 use handoff_wire::ExecRequest;
 use std::cell::Cell;
 use std::rc::Rc;
 use worker::{
-    console_error, console_warn, durable_object, DurableObject, Env, Request, Response, SqlStorage,
-    State,
+    console_error, durable_object, DurableObject, Env, Request, Response, SqlStorage, State,
 };
 
-/// R2 binding for snapshots and artifacts.
-const BUCKET: &str = "ARTIFACTS";
-/// The sandbox object's route for a streamed exec (everything else is one RPC route).
-pub const EXEC_STREAM_PATH: &str = "/exec-stream";
 /// How often the daemon's copy of the sandbox is re-checked while the object is awake.
 const ENSURE_EVERY_MS: i64 = 60_000;
 /// Activity is written down at most this often (it only feeds the idle timer).
@@ -47,13 +37,16 @@ macro_rules! on_daemon {
         let $daemon = $self.ready().await?;
         match $call.await {
             Err(e) if e.kind == ErrorKind::NotFound => {
-                $self.ensure(&$daemon).await?;
+                $self.ensure_on(&$daemon).await?;
                 $call.await
             }
             other => other,
         }
     }};
 }
+
+// After the macro, which it uses.
+mod handler;
 
 #[durable_object]
 pub struct SandboxObject {
@@ -94,7 +87,7 @@ impl DurableObject for SandboxObject {
             })
             .await;
         }
-        rpc::serve(req, |op: SandboxOp| self.handle(op)).await
+        rpc::serve(req, |request: SandboxRequest| request.dispatch(self)).await
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
@@ -119,111 +112,8 @@ impl SandboxObject {
         }
     }
 
-    async fn handle(&self, op: SandboxOp) -> Result<serde_json::Value> {
-        let value = match op {
-            SandboxOp::Create {
-                id,
-                name,
-                created_by,
-                spec,
-                idle_timeout_s,
-                metadata,
-            } => {
-                if store::load(&self.sql())?.is_some() {
-                    return Err(Error::conflict(format!("sandbox {id} already exists")));
-                }
-                serde_json::to_value(
-                    self.create(id, name, created_by, spec, idle_timeout_s, metadata)
-                        .await?,
-                )?
-            }
-            SandboxOp::Info => {
-                let record = self.record()?;
-                let value = if record.status == Status::Running {
-                    match self.daemon(&record.id).await {
-                        Ok(daemon) => {
-                            let state = daemon.state().await.ok();
-                            self.info(record, state, &daemon).await
-                        }
-                        Err(_) => SandboxInfo {
-                            record,
-                            daemon: None,
-                            ports: Vec::new(),
-                        },
-                    }
-                } else {
-                    SandboxInfo {
-                        record,
-                        daemon: None,
-                        ports: Vec::new(),
-                    }
-                };
-                serde_json::to_value(value)?
-            }
-            SandboxOp::Exec { request } => {
-                serde_json::to_value(on_daemon!(self, |d| d.exec(&request))?)?
-            }
-            SandboxOp::ReadFile { path, encoding } => {
-                serde_json::to_value(on_daemon!(self, |d| d.read_file(&path, encoding))?)?
-            }
-            SandboxOp::WriteFile { path, base64 } => {
-                let bytes = B64
-                    .decode(base64)
-                    .map_err(|_| Error::invalid("file content is not valid base64"))?;
-                serde_json::to_value(on_daemon!(self, |d| d.write_file(&path, bytes.clone()))?)?
-            }
-            SandboxOp::ListFiles { path } => {
-                serde_json::to_value(on_daemon!(self, |d| d.list(&path))?)?
-            }
-            SandboxOp::ZipDir { path } => {
-                let bytes = on_daemon!(self, |d| d.zip(&path))?;
-                serde_json::to_value(Zipped {
-                    size: bytes.len() as u64,
-                    base64: B64.encode(bytes),
-                })?
-            }
-            SandboxOp::Pause => serde_json::to_value(self.pause().await?)?,
-            SandboxOp::Resume => {
-                let daemon = self.ready().await?;
-                let record = self.record()?;
-                let state = daemon.state().await.ok();
-                serde_json::to_value(self.info(record, state, &daemon).await)?
-            }
-            SandboxOp::Delete => serde_json::to_value(self.delete().await?)?,
-            SandboxOp::Ensure {
-                id,
-                name,
-                created_by,
-                spec,
-                idle_timeout_s,
-            } => serde_json::to_value(
-                self.ensure_exists(id, name, created_by, spec, idle_timeout_s)
-                    .await?,
-            )?,
-            SandboxOp::StartProcess { request } => {
-                serde_json::to_value(on_daemon!(self, |d| d.start_process(&request))?)?
-            }
-            SandboxOp::KillProcess { id } => {
-                serde_json::to_value(on_daemon!(self, |d| d.kill_process(id))?)?
-            }
-            SandboxOp::ProcessLogs { id } => {
-                serde_json::to_value(on_daemon!(self, |d| d.process_logs(id))?)?
-            }
-            SandboxOp::GitClone { request } => {
-                serde_json::to_value(on_daemon!(self, |d| d.git_clone(&request))?)?
-            }
-            SandboxOp::PortRequest { request } => {
-                serde_json::to_value(on_daemon!(self, |d| d.port_request(&request))?)?
-            }
-            SandboxOp::Egress { limit, verdict } => {
-                serde_json::to_value(on_daemon!(self, |d| d.egress(limit, verdict))?)?
-            }
-        };
-        Ok(value)
-    }
-
     /// Creates the sandbox on the daemon, records it and lists it in the ledger.
-    async fn create(
+    async fn create_record(
         &self,
         id: String,
         name: String,
@@ -254,52 +144,16 @@ impl SandboxObject {
         store::save(&self.sql(), &record)?;
         self.ensured_at.set(now);
         self.schedule_idle(&record).await?;
-        Ledger::get(&self.env)?.register_sandbox(&record).await?;
-        Ok(self.info(record, Some(state), &daemon).await)
+        Ledger::get(&self.env)?
+            .call(RegisterSandbox {
+                summary: record.summary(),
+            })
+            .await?;
+        Ok(self.describe(record, Some(state), &daemon).await)
     }
 
-    /// Creates the sandbox unless it exists; otherwise brings its spec up to date and makes
-    /// sure it is running.
-    async fn ensure_exists(
-        &self,
-        id: String,
-        name: String,
-        created_by: String,
-        spec: handoff_wire::SandboxSpec,
-        idle_timeout_s: i64,
-    ) -> Result<SandboxInfo> {
-        match store::load(&self.sql())? {
-            Some(record) if record.status != Status::Deleted => {
-                let mut record = record;
-                if record.spec != spec {
-                    record.spec = spec;
-                    store::save(&self.sql(), &record)?;
-                    self.ensured_at.set(0);
-                }
-                let daemon = self.ready().await?;
-                let record = self.record()?;
-                let state = daemon.state().await.ok();
-                Ok(SandboxInfo {
-                    record,
-                    daemon: state,
-                    ports: Vec::new(),
-                })
-            }
-            _ => {
-                self.create(
-                    id,
-                    name,
-                    created_by,
-                    spec,
-                    idle_timeout_s,
-                    serde_json::Map::new(),
-                )
-                .await
-            }
-        }
-    }
-
-    async fn info(
+    /// The sandbox as its object reports it, with the ports listening while it runs.
+    async fn describe(
         &self,
         record: SandboxRecord,
         state: Option<handoff_wire::SandboxState>,
@@ -355,7 +209,7 @@ impl SandboxObject {
             self.ensured_at.set(now);
             self.sandbox_status_changed(&record).await;
         } else if now - self.ensured_at.get() > ENSURE_EVERY_MS {
-            record = self.ensure(&daemon).await?;
+            record = self.ensure_on(&daemon).await?;
         }
         if now - record.last_active_at > TOUCH_EVERY_MS {
             record.last_active_at = now;
@@ -367,7 +221,7 @@ impl SandboxObject {
 
     /// Makes sure the daemon has this sandbox; if it had to create it afresh (a new container,
     /// a lost directory), the last snapshot is restored into it.
-    async fn ensure(&self, daemon: &Daemon) -> Result<SandboxRecord> {
+    async fn ensure_on(&self, daemon: &Daemon) -> Result<SandboxRecord> {
         let mut record = self.record()?;
         let state = daemon.put(&record.spec).await?;
         if record.daemon_created_at != Some(state.created_at) {
@@ -379,78 +233,13 @@ impl SandboxObject {
         Ok(record)
     }
 
-    /// Snapshots the workspace to R2 and stops the sandbox's processes. A sandbox whose
-    /// container is gone, or whose daemon lost it, has nothing left to snapshot: it is paused
-    /// with the snapshot it had (no container is started just to find that out).
-    async fn pause(&self) -> Result<SandboxInfo> {
-        let mut record = self.record()?;
-        if record.status == Status::Paused {
-            return Ok(SandboxInfo {
-                record,
-                daemon: None,
-                ports: Vec::new(),
-            });
-        }
-        let container_gone = self.state.container().is_some_and(|c| !c.running());
-        if !container_gone {
-            let daemon = self.daemon(&record.id).await?;
-            match daemon.snapshot().await {
-                Ok(snapshot) => {
-                    self.store_snapshot(&mut record, snapshot).await?;
-                    daemon.stop().await?;
-                }
-                Err(e)
-                    if e.kind == ErrorKind::NotFound
-                        || self.state.container().is_some_and(|c| !c.running()) =>
-                {
-                    console_warn!(
-                        "sandbox {}: its files are gone ({}); paused with its last snapshot",
-                        record.id,
-                        e.message
-                    );
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        record.status = Status::Paused;
-        store::save(&self.sql(), &record)?;
-        if let Some(container) = self.state.container() {
-            let _ = container.destroy(None).await;
-        }
-        self.sandbox_status_changed(&record).await;
-        Ok(SandboxInfo {
-            record,
-            daemon: None,
-            ports: Vec::new(),
-        })
-    }
-
-    async fn delete(&self) -> Result<Ack> {
-        let mut record = self.record()?;
-        match self.daemon(&record.id).await {
-            Ok(daemon) => match daemon.delete().await {
-                Ok(()) => {}
-                Err(e) if e.kind == ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            },
-            Err(e) => return Err(e),
-        }
-        if let Some(key) = record.snapshot_key.take() {
-            let _ = self.env.bucket(BUCKET)?.delete(key).await;
-        }
-        record.status = Status::Deleted;
-        store::save(&self.sql(), &record)?;
-        self.state.storage().delete_alarm().await?;
-        if let Some(container) = self.state.container() {
-            let _ = container.destroy(None).await;
-        }
-        self.sandbox_status_changed(&record).await;
-        Ok(Ack {})
-    }
-
     async fn sandbox_status_changed(&self, record: &SandboxRecord) {
+        let op = SetSandboxStatus {
+            id: record.id.clone(),
+            status: record.status,
+        };
         let result = match Ledger::get(&self.env) {
-            Ok(ledger) => ledger.sandbox_status(&record.id, record.status).await,
+            Ok(ledger) => ledger.call(op).await.map(|_| ()),
             Err(e) => Err(e),
         };
         if let Err(e) = result {
@@ -471,7 +260,7 @@ impl SandboxObject {
             _ => return Ok(()),
         };
         if now_ms() - record.last_active_at >= record.idle_timeout_s * 1000 {
-            self.pause().await?;
+            SandboxHandler::pause(self, Pause {}).await?;
         } else {
             self.schedule_idle(&record).await?;
         }

@@ -2,8 +2,10 @@
 //! one before is deleted) and restoring the latest into a daemon that lost the files.
 
 use super::daemon::Daemon;
-use super::{SandboxObject, SandboxRecord, BUCKET};
+use super::SandboxObject;
+use crate::artifacts::{snapshot_key, BUCKET};
 use crate::error::{Error, Result};
+use crate::sandboxes::SandboxRecord;
 use crate::time::now_ms;
 use worker::{js_sys, wasm_bindgen::JsValue, Data, Response, ResponseBody};
 
@@ -24,7 +26,7 @@ impl SandboxObject {
             return Err(Error::internal("the daemon sent an empty snapshot"));
         };
         let now = now_ms();
-        let key = format!("sandboxes/{}/workspace-{now}.tar.gz", record.id);
+        let key = snapshot_key(&record.id, now);
         let bucket = self.env.bucket(BUCKET)?;
         bucket
             .put(key.as_str(), Data::ReadableStream(stream))

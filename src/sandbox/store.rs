@@ -1,9 +1,8 @@
 //! The one-row SQLite record a sandbox object keeps about its sandbox.
 
 use crate::error::{Error, Result};
-use handoff_wire::SandboxSpec;
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use crate::sandboxes::{SandboxRecord, Status};
+use serde::Deserialize;
 use worker::SqlStorage;
 
 const SCHEMA: &str = "
@@ -23,52 +22,6 @@ CREATE TABLE IF NOT EXISTS sandbox (
   snapshot_at INTEGER
 );
 ";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Running,
-    Paused,
-    Deleted,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Running => "running",
-            Status::Paused => "paused",
-            Status::Deleted => "deleted",
-        }
-    }
-
-    fn parse(s: &str) -> Status {
-        match s {
-            "paused" => Status::Paused,
-            "deleted" => Status::Deleted,
-            _ => Status::Running,
-        }
-    }
-}
-
-/// What the object knows about its sandbox.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SandboxRecord {
-    pub id: String,
-    pub name: String,
-    pub created_by: String,
-    pub created_at: i64,
-    pub status: Status,
-    pub spec: SandboxSpec,
-    pub idle_timeout_s: i64,
-    pub metadata: Map<String, Value>,
-    pub last_active_at: i64,
-    /// The daemon's `created_at` for this sandbox when last seen: a different value means the
-    /// daemon lost the workspace (a new container) and it must be restored.
-    pub daemon_created_at: Option<i64>,
-    pub snapshot_key: Option<String>,
-    pub snapshot_bytes: Option<i64>,
-    pub snapshot_at: Option<i64>,
-}
 
 #[derive(Deserialize)]
 struct Row {
@@ -106,7 +59,8 @@ pub fn load(sql: &SqlStorage) -> Result<Option<SandboxRecord>> {
         name: row.name,
         created_by: row.created_by,
         created_at: row.created_at,
-        status: Status::parse(&row.status),
+        // An unknown status can only come from a newer version; treat it as running.
+        status: row.status.parse().unwrap_or(Status::Running),
         spec: serde_json::from_str(&row.spec).map_err(|e| decode("spec", e))?,
         idle_timeout_s: row.idle_timeout_s,
         metadata: serde_json::from_str(&row.metadata).map_err(|e| decode("metadata", e))?,

@@ -11,6 +11,7 @@ use crate::config;
 use crate::error::{Error, Result};
 use crate::proxy::tokens::Service;
 use crate::runs::RunRecord;
+use crate::sandbox::api::{CloneRepo, Exec};
 use handoff_wire::{GitClone, SandboxSpec, WORKSPACE};
 
 /// The name inside a sandbox under which the egress proxy reaches a Worker on a private address.
@@ -44,30 +45,25 @@ impl Driver<'_> {
         run: &RunRecord,
     ) -> Result<Checkout> {
         let repository = run.repository.as_deref().unwrap_or_default();
-        let (owner, name) =
-            crate::tools::split_repository(repository, &config::forge_git_url(self.env))?;
+        let (owner, name) = crate::repository::split(repository, &config::forge_git_url(self.env))?;
         self.progress(current, &format!("cloning {owner}/{name}"))
             .await?;
         let sandbox = self.sandbox()?;
         let dir = format!("{WORKSPACE}/{name}");
         let git_token = self.token(current, Service::Git, Some(&format!("{owner}/{name}")))?;
         let remote = Remote::new(&self.worker_url(run)?, &owner, &name, &git_token);
-        let exists = sandbox
-            .exec(argv(&["test", "-d", &format!("{dir}/.git")], None))
-            .await?
-            .exit_code
-            == Some(0);
+        let test = argv(&["test", "-d", &format!("{dir}/.git")], None);
+        let exists = sandbox.call(Exec { request: test }).await?.exit_code == Some(0);
         if !exists {
-            let result = sandbox
-                .git_clone(GitClone {
-                    url: remote.url.clone(),
-                    branch: run.branch.clone(),
-                    depth: None,
-                    dir: Some(dir.clone()),
-                    credentials: vec![remote.credential.clone()],
-                    timeout_ms: 10 * 60 * 1000,
-                })
-                .await?;
+            let request = GitClone {
+                url: remote.url.clone(),
+                branch: run.branch.clone(),
+                depth: None,
+                dir: Some(dir.clone()),
+                credentials: vec![remote.credential.clone()],
+                timeout_ms: 10 * 60 * 1000,
+            };
+            let result = sandbox.call(CloneRepo { request }).await?;
             if result.exit_code != Some(0) {
                 return Err(Error::invalid(format!(
                     "git clone of {owner}/{name} failed: {}",

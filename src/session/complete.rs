@@ -2,28 +2,22 @@
 //! push `handoff/<runId>` and open the pull request (`finish.rs`), and the outcome to the
 //! ledger.
 
-use super::driver::{transcript_key, Driver, Next};
+use super::driver::{Driver, Next};
 use super::finish::{self, Failure};
 use super::git::Remote;
-use super::opencode::{self, Agent};
+use super::opencode;
 use super::store::{self, Current};
+use crate::artifacts;
 use crate::config;
 use crate::error::Result;
-use crate::ledger::Ledger;
 use crate::links;
 use crate::proxy::tokens::Service;
-use crate::runs::{RunOutcome, RunRecord, RunStatus};
+use crate::runs::{RunErrorCode, RunOutcome, RunRecord, RunStatus};
 
 impl Driver<'_> {
     pub(super) async fn finish(&self, current: Current, run: &RunRecord) -> Result<Next> {
-        let sandbox = self.sandbox()?;
-        let password = store::meta(&self.sql)?.agent_password.unwrap_or_default();
+        let agent = self.agent(&current)?;
         let session = current.agent_session.clone().unwrap_or_default();
-        let agent = Agent {
-            sandbox: &sandbox,
-            password: &password,
-            dir: &current.dir,
-        };
         let messages = agent.messages(&session, None).await?;
         let turn = opencode::read_turn(&messages, &current.marker);
         let transcript = match agent.transcript(&session).await {
@@ -33,7 +27,8 @@ impl Driver<'_> {
         self.stop_agent(&current).await;
         if let Some(error) = turn.error {
             let message = format!("the agent's model call failed: {error}");
-            self.fail(&current, "agent_failed", message).await?;
+            self.fail(&current, RunErrorCode::AgentFailed, message)
+                .await?;
             return Ok(Next::Now);
         }
         let summary = turn
@@ -48,14 +43,13 @@ impl Driver<'_> {
             ..RunOutcome::default()
         };
         if let Some(checkout) = &current.checkout {
-            Ledger::get(self.env)?
-                .progress(
-                    &current.run_id,
-                    "pushing",
-                    "committing and pushing the changes",
-                    Some(turn.detail.clone()),
-                )
-                .await?;
+            self.report(
+                &current,
+                "pushing",
+                "committing and pushing the changes",
+                Some(turn.detail.clone()),
+            )
+            .await?;
             let git_token = self.token(
                 &current,
                 Service::Git,
@@ -71,26 +65,26 @@ impl Driver<'_> {
             // sign-in, never a bearer token.
             let page = links::run_page_plain_url(&self.worker_public_url(run), &run.id);
             let pushed = match finish::push(
-                &sandbox, checkout, &run.id, &run.title, &summary, &remote,
+                &agent.sandbox,
+                checkout,
+                &run.id,
+                &run.title,
+                &summary,
+                &remote,
             )
             .await
             {
                 Ok(pushed) => pushed,
                 Err(Failure { phase, error }) => {
                     let message = format!("failed while {phase}: {}", error.message);
-                    self.fail(&current, "push_failed", message).await?;
+                    self.fail(&current, RunErrorCode::PushFailed, message)
+                        .await?;
                     return Ok(Next::Now);
                 }
             };
             if let Some(pushed) = pushed {
-                Ledger::get(self.env)?
-                    .progress(
-                        &current.run_id,
-                        "opening_pr",
-                        &format!("opening a pull request from {}", pushed.branch),
-                        None,
-                    )
-                    .await?;
+                let message = format!("opening a pull request from {}", pushed.branch);
+                self.report(&current, "opening_pr", &message, None).await?;
                 match finish::open_pull_request(
                     self.env,
                     checkout,
@@ -106,7 +100,7 @@ impl Driver<'_> {
                     Err(error) => {
                         let message =
                             format!("failed while opening the pull request: {}", error.message);
-                        self.fail(&current, "pr_failed", message).await?;
+                        self.fail(&current, RunErrorCode::PrFailed, message).await?;
                         return Ok(Next::Now);
                     }
                 }
@@ -117,8 +111,7 @@ impl Driver<'_> {
                 outcome.left_out = pushed.left_out;
             }
         }
-        Ledger::get(self.env)?
-            .transition(&current.run_id, RunStatus::Completed, None, Some(outcome))
+        self.transition(&current.run_id, RunStatus::Completed, None, Some(outcome))
             .await?;
         store::clear_current(&self.sql)?;
         Ok(Next::Now)
@@ -132,9 +125,9 @@ impl Driver<'_> {
     }
 
     async fn store_transcript(&self, run_id: &str, text: String) -> Result<()> {
-        let bucket = self.env.bucket("ARTIFACTS")?;
+        let bucket = self.env.bucket(artifacts::BUCKET)?;
         bucket
-            .put(transcript_key(run_id), worker::Data::Text(text))
+            .put(artifacts::transcript_key(run_id), worker::Data::Text(text))
             .execute()
             .await?;
         Ok(())

@@ -10,7 +10,7 @@ use super::store::Checkout;
 use crate::config;
 use crate::error::{Error, Result};
 use crate::runs::Commit;
-use crate::sandbox::SandboxClient;
+use crate::sandbox::api::{SandboxClient, WriteFile};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde_json::{json, Value};
@@ -158,10 +158,10 @@ async fn stage_without_by_products(
     dir: &str,
 ) -> std::result::Result<(), Failure> {
     sandbox
-        .write_file(
-            git::BY_PRODUCTS_FILE.to_string(),
-            B64.encode(git::BY_PRODUCTS),
-        )
+        .call(WriteFile {
+            path: git::BY_PRODUCTS_FILE.to_string(),
+            base64: B64.encode(git::BY_PRODUCTS),
+        })
         .await
         .map_err(fail("committing"))?;
     let excludes = format!("core.excludesFile={}", git::BY_PRODUCTS_FILE);

@@ -11,7 +11,7 @@
 //! reach — and the credential proxy lets the token update only `refs/heads/handoff/<runId>`.
 
 use crate::error::{Error, Result};
-use crate::sandbox::SandboxClient;
+use crate::sandbox::api::{Exec, SandboxClient};
 use handoff_wire::{EgressCredential, ExecRequest, ExecResult};
 use std::collections::BTreeMap;
 
@@ -107,18 +107,17 @@ pub async fn run(
     args: &[&str],
     remote: Option<&Remote>,
 ) -> Result<ExecResult> {
-    let result = sandbox
-        .exec(ExecRequest {
-            command: String::new(),
-            argv: Some(argv(args)),
-            cwd: Some(dir.to_string()),
-            env: env(),
-            timeout_ms: GIT_TIMEOUT_MS,
-            credentials: remote
-                .map(|r| vec![r.credential.clone()])
-                .unwrap_or_default(),
-        })
-        .await?;
+    let request = ExecRequest {
+        command: String::new(),
+        argv: Some(argv(args)),
+        cwd: Some(dir.to_string()),
+        env: env(),
+        timeout_ms: GIT_TIMEOUT_MS,
+        credentials: remote
+            .map(|r| vec![r.credential.clone()])
+            .unwrap_or_default(),
+    };
+    let result = sandbox.call(Exec { request }).await?;
     if result.exit_code == Some(0) {
         Ok(result)
     } else {

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::ids;
 use crate::proxy::tokens::Service;
 use crate::runs::RunRecord;
+use crate::sandbox::api::{Exec, Info, Kill, Logs, Spawn, WriteFile};
 use crate::time::now_ms;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -29,7 +30,7 @@ impl Driver<'_> {
     pub(super) async fn start_agent(&self, current: &mut Current, run: &RunRecord) -> Result<()> {
         let sandbox = self.sandbox()?;
         if let Some(old) = current.agent_process.take() {
-            let _ = sandbox.kill_process(old).await;
+            let _ = sandbox.call(Kill { id: old }).await;
         }
         let dirs: Vec<String> = ["home", "config", "data", "cache", "state"]
             .iter()
@@ -39,11 +40,18 @@ impl Driver<'_> {
         mkdir.extend(dirs.iter().map(String::as_str));
         let git_config = format!("{}/git", dirs[1]);
         mkdir.push(&git_config);
-        sandbox.exec(argv(&mkdir, None)).await?;
+        sandbox
+            .call(Exec {
+                request: argv(&mkdir, None),
+            })
+            .await?;
         // The agent's own git reads this as its global excludes: by-products stay out of the
         // commits it makes itself.
         sandbox
-            .write_file(format!("{git_config}/ignore"), B64.encode(git::BY_PRODUCTS))
+            .call(WriteFile {
+                path: format!("{git_config}/ignore"),
+                base64: B64.encode(git::BY_PRODUCTS),
+            })
             .await?;
         let mut meta = store::meta(&self.sql)?;
         let password = match &meta.agent_password {
@@ -107,36 +115,35 @@ impl Driver<'_> {
                 "handoff@users.noreply.github.com".to_string(),
             ),
         ]);
-        let process = sandbox
-            .start_process(StartProcess {
-                command: String::new(),
-                argv: Some(
-                    [
-                        "opencode",
-                        "serve",
-                        "--port",
-                        &opencode::PORT.to_string(),
-                        "--hostname",
-                        "127.0.0.1",
-                    ]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect(),
-                ),
-                cwd: Some(current.dir.clone()),
-                env,
-            })
-            .await?;
+        let request = StartProcess {
+            command: String::new(),
+            argv: Some(
+                [
+                    "opencode",
+                    "serve",
+                    "--port",
+                    &opencode::PORT.to_string(),
+                    "--hostname",
+                    "127.0.0.1",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ),
+            cwd: Some(current.dir.clone()),
+            env,
+        };
+        let process = sandbox.call(Spawn { request }).await?;
         current.agent_process = Some(process.id);
-        current.sandbox_born = sandbox.info().await?.daemon.map(|d| SandboxBirth {
+        current.sandbox_born = sandbox.call(Info {}).await?.daemon.map(|d| SandboxBirth {
             created_at: d.created_at,
             container: d.isolation.level == "container",
         });
         self.save(current)?;
         let agent = Agent {
-            sandbox: &sandbox,
-            password: &password,
-            dir: &current.dir,
+            sandbox,
+            password,
+            dir: current.dir.clone(),
         };
         let deadline = now_ms() + AGENT_START_MS;
         while now_ms() < deadline {
@@ -145,7 +152,7 @@ impl Driver<'_> {
             }
             Delay::from(Duration::from_millis(250)).await;
         }
-        let logs = sandbox.process_logs(process.id).await.ok();
+        let logs = agent.sandbox.call(Logs { id: process.id }).await.ok();
         let tail = logs
             .map(|l| opencode::truncate(l.stderr.trim(), 600))
             .unwrap_or_default();
@@ -156,14 +163,8 @@ impl Driver<'_> {
     }
 
     pub(super) async fn prompt_agent(&self, current: &mut Current, run: &RunRecord) -> Result<()> {
-        let sandbox = self.sandbox()?;
         let mut meta = store::meta(&self.sql)?;
-        let password = meta.agent_password.clone().unwrap_or_default();
-        let agent = Agent {
-            sandbox: &sandbox,
-            password: &password,
-            dir: &current.dir,
-        };
+        let agent = self.agent(current)?;
         let existing = match meta.agent_sessions.get(&current.dir) {
             Some(id) if agent.session_exists(id).await? => Some(id.clone()),
             _ => None,

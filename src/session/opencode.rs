@@ -3,8 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::runs::{ProgressDetail, Step};
-use crate::sandbox::daemon::urlencode;
-use crate::sandbox::{PortReply, PortRequest, SandboxClient};
+use crate::sandbox::api::{CallPort, PortReply, PortRequest, SandboxClient};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde_json::{json, Value};
@@ -16,10 +15,11 @@ const REQUEST_TIMEOUT_MS: u64 = 30_000;
 /// Recent steps kept in a run's progress.
 const RECENT_STEPS: usize = 20;
 
-pub struct Agent<'a> {
-    pub sandbox: &'a SandboxClient,
-    pub password: &'a str,
-    pub dir: &'a str,
+/// OpenCode serving one directory of a session's sandbox, reached with the session's password.
+pub struct Agent {
+    pub sandbox: SandboxClient,
+    pub password: String,
+    pub dir: String,
 }
 
 /// What OpenCode says a session is doing.
@@ -34,7 +34,7 @@ pub enum Activity {
     },
 }
 
-impl Agent<'_> {
+impl Agent {
     async fn request(&self, method: &str, path: &str, body: Option<Value>) -> Result<PortReply> {
         self.request_within(method, path, body, REQUEST_TIMEOUT_MS)
             .await
@@ -48,18 +48,20 @@ impl Agent<'_> {
         timeout_ms: u64,
     ) -> Result<PortReply> {
         let separator = if path.contains('?') { '&' } else { '?' };
-        let path = format!("{path}{separator}directory={}", urlencode(self.dir));
+        let path = format!(
+            "{path}{separator}directory={}",
+            crate::http::query_value(&self.dir)
+        );
         let auth = B64.encode(format!("opencode:{}", self.password));
-        self.sandbox
-            .port_request(PortRequest {
-                port: PORT,
-                method: method.to_string(),
-                path,
-                body: body.map(|b| b.to_string()),
-                authorization: Some(format!("Basic {auth}")),
-                timeout_ms: Some(timeout_ms),
-            })
-            .await
+        let request = PortRequest {
+            port: PORT,
+            method: method.to_string(),
+            path,
+            body: body.map(|b| b.to_string()),
+            authorization: Some(format!("Basic {auth}")),
+            timeout_ms: Some(timeout_ms),
+        };
+        self.sandbox.call(CallPort { request }).await
     }
 
     async fn json(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value> {

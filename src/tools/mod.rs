@@ -12,11 +12,9 @@ mod sandbox_views;
 mod schema;
 mod views;
 
-pub use params::split_repository;
-
 use crate::auth::Principal;
 use crate::error::{Error, ErrorKind, Result};
-use crate::ledger::Ledger;
+use crate::ledger::api::Ledger;
 use rmcp::handler::server::tool::{schema_for_input, schema_for_type};
 use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
 use schemars::JsonSchema;

@@ -2,8 +2,9 @@
 //! JSON Schemas, and the checks that turn them into validated requests. Every rejection names the
 //! field and the rule.
 
-use crate::error::{Error, Result};
+use crate::error::{excerpt, Error, Result};
 use crate::ids;
+use crate::repository;
 use crate::runs::{RunSpec, RunStatus};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -12,7 +13,6 @@ pub const TASK_MAX_CHARS: usize = 50_000;
 pub const TITLE_MAX_CHARS: usize = 100;
 pub const MODEL_MAX_LEN: usize = 200;
 pub const IDEMPOTENCY_KEY_MAX_LEN: usize = 200;
-pub const REPOSITORY_MAX_LEN: usize = 500;
 pub const LIST_DEFAULT_LIMIT: u32 = 10;
 pub const LIST_MAX_LIMIT: u32 = 100;
 
@@ -117,7 +117,7 @@ impl RunTaskParams {
             None => default_title(&self.task),
         };
         if let Some(repo) = &self.repository {
-            split_repository(repo, forge)?;
+            repository::split(repo, forge)?;
         }
         if let Some(branch) = &self.branch {
             check_branch(branch)?;
@@ -134,7 +134,7 @@ impl RunTaskParams {
         Ok(RunSpec {
             task: self.task,
             title,
-            repository: self.repository.map(|r| normalize_repository(&r)),
+            repository: self.repository.map(|r| repository::normalize(&r)),
             branch: self.branch,
             session_id: self.session_id,
             model: self.model,
@@ -184,69 +184,9 @@ pub fn check_id(field: &str, prefix: &str, value: &str) -> Result<()> {
     } else {
         Err(Error::invalid(format!(
             "`{field}` must be an id like {prefix}0123456789abcdefghjkmnpqrs as returned by handoff (got {:?})",
-            truncate_for_message(value)
+            excerpt(value)
         )))
     }
-}
-
-/// Accepts `<forge>/<owner>/<repo>[.git]` (the forge's own scheme and host, `https://github.com`
-/// unless configured) with plain path segments only; returns owner and repository name.
-pub fn split_repository(repo: &str, forge: &str) -> Result<(String, String)> {
-    let (forge_scheme, forge_host) = forge.split_once("://").unwrap_or(("https", forge));
-    let rule = format!(
-        "`repository` must be a {forge_scheme} URL of a repository on {forge_host}, like {forge}/owner/repo"
-    );
-    if repo.len() > REPOSITORY_MAX_LEN {
-        return Err(Error::invalid(format!(
-            "{rule} (at most {REPOSITORY_MAX_LEN} characters)"
-        )));
-    }
-    let Some((scheme, rest)) = repo.split_once("://") else {
-        return Err(Error::invalid(format!(
-            "{rule}; got {:?}",
-            truncate_for_message(repo)
-        )));
-    };
-    if !scheme.eq_ignore_ascii_case(forge_scheme) {
-        return Err(Error::invalid(format!("{rule}; got a {scheme} URL")));
-    }
-    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-    if host.contains('@') {
-        return Err(Error::invalid(
-            "`repository` must not contain credentials; handoff supplies access itself",
-        ));
-    }
-    if !host.eq_ignore_ascii_case(forge_host.trim_end_matches('/')) {
-        return Err(Error::invalid(format!(
-            "{rule}; repositories on {host:?} are not accepted by this deployment"
-        )));
-    }
-    if path.contains(['?', '#']) {
-        return Err(Error::invalid(format!("{rule}: no query or fragment")));
-    }
-    let path = path.trim_end_matches('/');
-    let path = path.strip_suffix(".git").unwrap_or(path);
-    let segments: Vec<&str> = path.split('/').collect();
-    let segment_ok = |s: &&str| {
-        !s.is_empty()
-            && !s.starts_with('.')
-            && !s.starts_with('-')
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-    };
-    if segments.len() != 2 || !segments.iter().all(segment_ok) {
-        return Err(Error::invalid(format!(
-            "{rule}: exactly owner/repo, letters, digits and -_. only; got {:?}",
-            truncate_for_message(repo)
-        )));
-    }
-    Ok((segments[0].to_string(), segments[1].to_string()))
-}
-
-/// `https://host/owner/repo` without a trailing slash or `.git`.
-fn normalize_repository(repo: &str) -> String {
-    let trimmed = repo.trim_end_matches('/');
-    trimmed.strip_suffix(".git").unwrap_or(trimmed).to_string()
 }
 
 /// A git branch name that is also safe on any command line (`handoff_wire::is_safe_branch`).
@@ -257,7 +197,7 @@ pub fn check_branch(branch: &str) -> Result<()> {
         Err(Error::invalid(format!(
             "`branch` must be a git branch name: letters, digits and ._/- only, not starting \
              with - / or ., without .. or // and not ending in / . or .lock (got {:?})",
-            truncate_for_message(branch)
+            excerpt(branch)
         )))
     }
 }
@@ -279,7 +219,7 @@ fn check_model(model: &str) -> Result<()> {
     } else {
         Err(Error::invalid(format!(
             "`model` must be anthropic/<model> or openai/<model>, e.g. anthropic/claude-sonnet-4-5 (got {:?})",
-            truncate_for_message(model)
+            excerpt(model)
         )))
     }
 }
@@ -305,15 +245,6 @@ pub fn check_limit(limit: Option<u32>) -> Result<u32> {
         Some(n) => Err(Error::invalid(format!(
             "`limit` must be between 1 and {LIST_MAX_LIMIT} (got {n})"
         ))),
-    }
-}
-
-/// Quotes at most 80 characters of a rejected value, so a huge input does not flood the error.
-fn truncate_for_message(value: &str) -> String {
-    if value.chars().count() <= 80 {
-        value.to_string()
-    } else {
-        format!("{}…", value.chars().take(80).collect::<String>())
     }
 }
 
@@ -355,42 +286,6 @@ mod tests {
             .validate("https://github.com")
             .unwrap();
         assert_eq!(long.title.chars().count(), 100);
-    }
-
-    #[test]
-    fn repositories_must_be_https_on_the_forge() {
-        let ok = [
-            "https://github.com/a/b",
-            "https://github.com/a-b/c.d.git",
-            "https://GitHub.com/a/b/",
-        ];
-        for r in ok {
-            assert!(split_repository(r, "https://github.com").is_ok(), "{r}");
-        }
-        assert_eq!(
-            split_repository("http://127.0.0.1:9/o/r.git", "http://127.0.0.1:9").unwrap(),
-            ("o".to_string(), "r".to_string())
-        );
-        assert!(split_repository("http://127.0.0.1:8/o/r", "http://127.0.0.1:9").is_err());
-        let bad = [
-            "http://github.com/a/b",
-            "git@github.com:a/b.git",
-            "https://gitlab.com/a/b",
-            "https://user:pw@github.com/a/b",
-            "https://github.com/a",
-            "https://github.com/a/b/c",
-            "https://github.com/../b",
-            "https://github.com/a/-b",
-            "https://github.com/a/b?x=1",
-            "file:///etc/passwd",
-        ];
-        for r in bad {
-            assert!(split_repository(r, "https://github.com").is_err(), "{r}");
-        }
-        assert_eq!(
-            normalize_repository("https://github.com/a/b.git/"),
-            "https://github.com/a/b"
-        );
     }
 
     #[test]

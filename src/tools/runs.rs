@@ -9,6 +9,7 @@ use super::{Ctx, ToolHandler};
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids;
+use crate::ledger::api::{self as ledger, CreateRun, GetRun};
 use crate::links;
 use crate::runs::RunStatus;
 use crate::time::now_ms;
@@ -48,7 +49,10 @@ impl ToolHandler for RunTask {
         }
         let created = ctx
             .ledger
-            .create_run(&ctx.principal.id, spec)
+            .call(CreateRun {
+                principal: ctx.principal.id.clone(),
+                spec,
+            })
             .await
             .map_err(|e| {
                 hint(
@@ -95,7 +99,9 @@ impl ToolHandler for GetResult {
         check_id("runId", ids::RUN, &params.run_id)?;
         let run = ctx
             .ledger
-            .get_run(&params.run_id)
+            .call(GetRun {
+                run_id: params.run_id.clone(),
+            })
             .await
             .map_err(|e| hint(e, ErrorKind::NotFound, RUN_NOT_FOUND_HINT))?;
         let url = links::run_page_url(ctx.env, &ctx.base_url, &run.id, now_ms());
@@ -119,7 +125,7 @@ impl ToolHandler for GetResult {
                     parts.push(format!("Pull request: {url}"));
                 }
                 if let Some(error) = &result.error {
-                    parts.push(format!("Error {}: {}", error.code, error.message));
+                    parts.push(format!("Error {}: {}", error.code.as_str(), error.message));
                 }
                 parts.join(". ")
             }
@@ -150,7 +156,12 @@ impl ToolHandler for ListRuns {
         let before = decode_cursor(RUNS_CURSOR, params.cursor.as_deref())?;
         let page = ctx
             .ledger
-            .list_runs(params.session_id, params.status, limit, before)
+            .call(ledger::ListRuns {
+                session_id: params.session_id,
+                status: params.status,
+                limit,
+                before,
+            })
             .await?;
         Ok(ListRunsOutput {
             runs: page.items.into_iter().map(Into::into).collect(),
@@ -186,7 +197,10 @@ impl ToolHandler for CancelRun {
         check_id("runId", ids::RUN, &params.run_id)?;
         let cancelled = ctx
             .ledger
-            .cancel_run(&params.run_id, &ctx.principal.id)
+            .call(ledger::CancelRun {
+                run_id: params.run_id.clone(),
+                principal: ctx.principal.id.clone(),
+            })
             .await
             .map_err(|e| hint(e, ErrorKind::NotFound, RUN_NOT_FOUND_HINT))?;
         let run = cancelled.run;
@@ -227,7 +241,10 @@ impl ToolHandler for ListSessions {
     async fn run(ctx: &Ctx<'_>, params: ListSessionsParams) -> Result<ListSessionsOutput> {
         let limit = check_limit(params.limit)?;
         let before = decode_cursor(SESSIONS_CURSOR, params.cursor.as_deref())?;
-        let page = ctx.ledger.list_sessions(limit, before).await?;
+        let page = ctx
+            .ledger
+            .call(ledger::ListSessions { limit, before })
+            .await?;
         Ok(ListSessionsOutput {
             sessions: page.items.into_iter().map(Into::into).collect(),
             next_cursor: page.next.map(|seq| encode_cursor(SESSIONS_CURSOR, seq)),

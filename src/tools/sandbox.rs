@@ -8,8 +8,11 @@ use super::sandbox_views::*;
 use super::{Ctx, ToolHandler};
 use crate::error::{Error, ErrorKind, Result};
 use crate::ids;
+use crate::ledger::api::ListSandboxes;
 use crate::links;
-use crate::sandbox::{exec_stream, SandboxClient, SandboxOp};
+use crate::sandbox::api::{self as sandbox_api, SandboxClient};
+use crate::sandbox::exec_stream;
+use crate::sandboxes::Status;
 use crate::time::{now_ms, rfc3339};
 use handoff_wire::{ExecRequest, SandboxSpec};
 use rmcp::model::ToolAnnotations;
@@ -20,7 +23,7 @@ const SANDBOXES_CURSOR: &str = "sandboxes";
 pub(super) async fn sandbox(ctx: &Ctx<'_>, id: &str) -> Result<SandboxClient> {
     check_sandbox_id(id)?;
     ctx.ledger.check_mcp_session().await?;
-    SandboxClient::get(ctx.env, id)
+    sandbox_api::client(ctx.env, id)
 }
 
 /// Adds what to do next to a "not found".
@@ -82,7 +85,7 @@ impl ToolHandler for Create {
         let idle = idle_timeout(p.idle_timeout_seconds)?;
         ctx.ledger.check_mcp_session().await?;
         let id = ids::new_id(ids::SANDBOX);
-        let op = SandboxOp::Create {
+        let op = sandbox_api::Create {
             name: if name.is_empty() { id.clone() } else { name },
             id: id.clone(),
             created_by: ctx.principal.id.clone(),
@@ -95,7 +98,7 @@ impl ToolHandler for Create {
             idle_timeout_s: i64::from(idle),
             metadata,
         };
-        Ok(SandboxClient::get(ctx.env, &id)?.create(op).await?.into())
+        Ok(sandbox_api::client(ctx.env, &id)?.call(op).await?.into())
     }
 
     fn summary(out: &SandboxView) -> String {
@@ -123,7 +126,7 @@ impl ToolHandler for List {
     async fn run(ctx: &Ctx<'_>, p: ListSandboxesParams) -> Result<ListSandboxesOutput> {
         let limit = check_limit(p.limit)?;
         let before = decode_cursor(SANDBOXES_CURSOR, p.cursor.as_deref())?;
-        let page = ctx.ledger.list_sandboxes(limit, before).await?;
+        let page = ctx.ledger.call(ListSandboxes { limit, before }).await?;
         Ok(ListSandboxesOutput {
             sandboxes: page.items.into_iter().map(Into::into).collect(),
             next_cursor: page.next.map(|seq| encode_cursor(SANDBOXES_CURSOR, seq)),
@@ -147,7 +150,11 @@ impl ToolHandler for Info {
 
     async fn run(ctx: &Ctx<'_>, p: SandboxIdParams) -> Result<SandboxView> {
         let client = sandbox(ctx, &p.sandbox_id).await?;
-        Ok(client.info().await.map_err(not_found_hint)?.into())
+        Ok(client
+            .call(sandbox_api::Info {})
+            .await
+            .map_err(not_found_hint)?
+            .into())
     }
 
     fn summary(out: &SandboxView) -> String {
@@ -183,10 +190,16 @@ impl ToolHandler for Exec {
             credentials: Vec::new(),
         };
         if !ctx.wants_progress() {
-            return Ok(client.exec(request).await.map_err(not_found_hint)?.into());
+            return Ok(client
+                .call(sandbox_api::Exec { request })
+                .await
+                .map_err(not_found_hint)?
+                .into());
         }
         // The client listens for progress: stream the output and report its latest line.
-        let response = client.exec_stream(request).await.map_err(not_found_hint)?;
+        let response = sandbox_api::exec_stream(&client, request)
+            .await
+            .map_err(not_found_hint)?;
         let result = exec_stream::collect(response, |line| ctx.report(line)).await?;
         Ok(result.into())
     }
@@ -215,7 +228,10 @@ impl ToolHandler for Pause {
 
     async fn run(ctx: &Ctx<'_>, p: SandboxIdParams) -> Result<StatusOutput> {
         let client = sandbox(ctx, &p.sandbox_id).await?;
-        let info = client.pause().await.map_err(not_found_hint)?;
+        let info = client
+            .call(sandbox_api::Pause {})
+            .await
+            .map_err(not_found_hint)?;
         Ok(StatusOutput::new(
             info.record.id,
             info.record.status,
@@ -243,7 +259,10 @@ impl ToolHandler for Resume {
 
     async fn run(ctx: &Ctx<'_>, p: SandboxIdParams) -> Result<StatusOutput> {
         let client = sandbox(ctx, &p.sandbox_id).await?;
-        let info = client.resume().await.map_err(not_found_hint)?;
+        let info = client
+            .call(sandbox_api::Resume {})
+            .await
+            .map_err(not_found_hint)?;
         Ok(StatusOutput::new(
             info.record.id,
             info.record.status,
@@ -268,12 +287,11 @@ impl ToolHandler for Delete {
 
     async fn run(ctx: &Ctx<'_>, p: SandboxIdParams) -> Result<StatusOutput> {
         let client = sandbox(ctx, &p.sandbox_id).await?;
-        client.delete().await.map_err(not_found_hint)?;
-        Ok(StatusOutput::new(
-            p.sandbox_id,
-            crate::sandbox::Status::Deleted,
-            None,
-        ))
+        client
+            .call(sandbox_api::Delete {})
+            .await
+            .map_err(not_found_hint)?;
+        Ok(StatusOutput::new(p.sandbox_id, Status::Deleted, None))
     }
 
     fn summary(out: &StatusOutput) -> String {
@@ -295,7 +313,10 @@ impl ToolHandler for PreviewUrl {
         let port = preview_port(p.port)?;
         let ttl = preview_ttl(p.expires_in_seconds)?;
         let client = sandbox(ctx, &p.sandbox_id).await?;
-        client.info().await.map_err(not_found_hint)?;
+        client
+            .call(sandbox_api::Info {})
+            .await
+            .map_err(not_found_hint)?;
         let expires_at = now_ms() / 1000 + i64::from(ttl);
         let url = links::preview_url(ctx.env, &p.sandbox_id, port, expires_at)?;
         Ok(PreviewOutput {
@@ -327,7 +348,10 @@ impl ToolHandler for NetworkLog {
         let limit = log_limit(p.limit)?;
         let client = sandbox(ctx, &p.sandbox_id).await?;
         let log = client
-            .egress(limit, p.verdict.map(Into::into))
+            .call(sandbox_api::Egress {
+                limit,
+                verdict: p.verdict.map(Into::into),
+            })
             .await
             .map_err(not_found_hint)?;
         Ok(NetworkLogOutput {

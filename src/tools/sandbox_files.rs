@@ -6,6 +6,7 @@ use super::sandbox_params::*;
 use super::sandbox_views::*;
 use super::{Ctx, ToolHandler};
 use crate::error::{Error, Result};
+use crate::sandbox::api::{ListFiles, ReadFile, WriteFile, ZipDir};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use handoff_wire::Encoding;
@@ -31,7 +32,10 @@ impl ToolHandler for FilesRead {
         let encoding: Encoding = p.encoding.unwrap_or_default().into();
         let client = sandbox(ctx, &p.sandbox_id).await?;
         let file = client
-            .read_file(p.path, encoding)
+            .call(ReadFile {
+                path: p.path,
+                encoding,
+            })
             .await
             .map_err(not_found_hint)?;
         Ok(FileReadOutput {
@@ -78,7 +82,10 @@ impl ToolHandler for FilesWrite {
         let base64 = B64.encode(bytes);
         let client = sandbox(ctx, &p.sandbox_id).await?;
         let written = client
-            .write_file(p.path, base64)
+            .call(WriteFile {
+                path: p.path,
+                base64,
+            })
             .await
             .map_err(not_found_hint)?;
         Ok(FileWriteOutput {
@@ -106,7 +113,10 @@ impl ToolHandler for FilesList {
         let path = p.path.unwrap_or_default();
         check_path("path", &path)?;
         let client = sandbox(ctx, &p.sandbox_id).await?;
-        let list = client.list_files(path).await.map_err(not_found_hint)?;
+        let list = client
+            .call(ListFiles { path })
+            .await
+            .map_err(not_found_hint)?;
         Ok(FileListOutput {
             path: list.path,
             entries: list.entries.into_iter().map(Into::into).collect(),
@@ -133,7 +143,10 @@ impl ToolHandler for FilesDownloadDir {
         let path = p.path.unwrap_or_default();
         check_path("path", &path)?;
         let client = sandbox(ctx, &p.sandbox_id).await?;
-        let zipped = client.zip_dir(path.clone()).await.map_err(not_found_hint)?;
+        let zipped = client
+            .call(ZipDir { path: path.clone() })
+            .await
+            .map_err(not_found_hint)?;
         let shown = if path.is_empty() {
             "/home/sandbox".to_string()
         } else {

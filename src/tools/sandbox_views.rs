@@ -1,7 +1,7 @@
 //! Outputs of the `sandbox_*` tools (their schemas are the tools' `outputSchema`).
 
-use crate::ledger::SandboxSummary;
-use crate::sandbox::{SandboxInfo, Status};
+use crate::sandbox::api::SandboxInfo;
+use crate::sandboxes::{SandboxSummary, Status};
 use crate::time::rfc3339;
 use handoff_wire::{EgressEntry, ExecResult, FileEntry, FileKind, Verdict};
 use schemars::JsonSchema;

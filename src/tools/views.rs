@@ -41,7 +41,8 @@ pub struct ProgressView {
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ErrorView {
-    /// Machine-readable reason, e.g. sandbox_unavailable, timed_out, cancelled.
+    /// Machine-readable reason: sandbox_unavailable, sandbox_lost, clone_failed, agent_failed,
+    /// push_failed, pr_failed, run_failed, timed_out or cancelled.
     pub code: String,
     /// What happened and what to do next.
     pub message: String,
@@ -173,7 +174,7 @@ impl RunView {
                     .then(|| web_ui_url.as_deref().map(transcript_url))
                     .flatten(),
                 error: run.error.clone().map(|e| ErrorView {
-                    code: e.code,
+                    code: e.code.as_str().to_string(),
                     message: e.message,
                 }),
             }
@@ -238,7 +239,7 @@ impl From<RunRecord> for RunSummaryView {
             completed_at: run.completed_at.map(rfc3339),
             phase: run.progress.map(|p| p.phase),
             pull_request_url: run.outcome.and_then(|o| o.pull_request_url),
-            error_code: run.error.map(|e| e.code),
+            error_code: run.error.map(|e| e.code.as_str().to_string()),
         }
     }
 }

@@ -3,13 +3,13 @@
 //! synchronous: a Durable Object runs one event at a time and SQL calls do not yield, so a
 //! sequence of calls without an `await` between them is atomic.
 
-use super::api::SandboxSummary;
 use crate::error::{Error, Result};
 use crate::runs::{
-    final_progress, Progress, ProgressDetail, RunError, RunOutcome, RunRecord, RunSpec, RunStatus,
-    SessionRecord, Transition,
+    final_progress, Progress, ProgressDetail, RunError, RunErrorCode, RunOutcome, RunRecord,
+    RunSpec, RunStatus, SessionRecord, Transition,
 };
-use crate::sandbox::Status as SandboxStatus;
+use crate::sandboxes::SandboxSummary;
+use crate::sandboxes::Status as SandboxStatus;
 use serde::Deserialize;
 use worker::{SqlStorage, SqlStorageValue as V};
 
@@ -170,7 +170,8 @@ impl RunRow {
             None => None,
         };
         let error = self.error_code.map(|code| RunError {
-            code,
+            // Every stored code comes from the registry; an unknown one reads as a failure.
+            code: code.parse().unwrap_or(RunErrorCode::RunFailed),
             message: self.error_message.unwrap_or_default(),
         });
         let record = RunRecord {
@@ -338,7 +339,7 @@ pub fn transition(
             now.into(),
             to.as_str().into(),
             now.into(),
-            error.map(|e| e.code.clone()).into(),
+            error.map(|e| e.code.as_str()).into(),
             error.map(|e| e.message.clone()).into(),
             outcome_json.into(),
             phase.clone().into(),

@@ -1,0 +1,195 @@
+//! What the ledger does for each op of its API. A [`Call`] is one request: the ledger, its
+//! database, the time the request arrived and the MCP session it was checked against.
+
+use super::api::*;
+use super::{check_mcp_session, find_run, request_hash, store, RunLedger};
+use crate::error::{Error, Result};
+use crate::ids;
+use crate::rpc::Ack;
+use crate::runs::{RunError, RunErrorCode, RunRecord, RunStatus};
+use crate::time::{now_ms, rfc3339};
+use worker::SqlStorage;
+
+pub(super) struct Call<'a> {
+    ledger: &'a RunLedger,
+    sql: SqlStorage,
+    now: i64,
+    mcp_session: Option<McpSessionRef>,
+}
+
+impl<'a> Call<'a> {
+    /// A request, after its MCP session (when it names one) was found live and the caller's.
+    pub(super) fn new(ledger: &'a RunLedger, mcp_session: Option<McpSessionRef>) -> Result<Self> {
+        let sql = ledger.sql();
+        let now = now_ms();
+        if let Some(session) = &mcp_session {
+            check_mcp_session(&sql, session, now)?;
+        }
+        Ok(Call {
+            ledger,
+            sql,
+            now,
+            mcp_session,
+        })
+    }
+}
+
+impl LedgerHandler for Call<'_> {
+    async fn open_mcp_session(&self, op: OpenMcpSession) -> Result<OpenedMcpSession> {
+        let id = ids::new_id(ids::MCP_SESSION);
+        store::open_mcp_session(
+            &self.sql,
+            &id,
+            &op.principal,
+            &op.protocol_version,
+            op.client.as_deref(),
+            self.now,
+        )?;
+        self.ledger.reschedule().await?;
+        Ok(OpenedMcpSession { id })
+    }
+
+    async fn check_mcp_session(&self, _: CheckMcpSession) -> Result<Ack> {
+        Ok(Ack {})
+    }
+
+    async fn close_mcp_session(&self, _: CloseMcpSession) -> Result<Ack> {
+        let session = self
+            .mcp_session
+            .as_ref()
+            .ok_or_else(|| Error::invalid("no MCP session to close"))?;
+        store::end_mcp_session(&self.sql, &session.id, self.now)?;
+        Ok(Ack {})
+    }
+
+    async fn create_run(&self, op: CreateRun) -> Result<CreatedRun> {
+        let (sql, now, spec, principal) = (&self.sql, self.now, op.spec, op.principal.as_str());
+        let request_hash = request_hash(&spec)?;
+        if let Some(key) = &spec.idempotency_key {
+            if let Some((run_id, hash)) = store::find_by_idempotency_key(sql, principal, key)? {
+                if hash != request_hash {
+                    return Err(Error::conflict(format!(
+                        "idempotencyKey {key:?} was already used for a different request (run {run_id}); \
+                         use a new key for a new task"
+                    )));
+                }
+                let run = find_run(sql, &run_id)?;
+                return Ok(CreatedRun {
+                    run,
+                    deduplicated: true,
+                });
+            }
+        }
+        let session_id = match &spec.session_id {
+            Some(id) if store::session_exists(sql, id)? => id.clone(),
+            Some(id) => return Err(Error::not_found(format!("session {id} not found"))),
+            None => {
+                let id = ids::new_id(ids::SESSION);
+                store::insert_session(sql, &id, principal, now)?;
+                id
+            }
+        };
+        let run_id = ids::new_id(ids::RUN);
+        store::insert_run(
+            sql,
+            &run_id,
+            &session_id,
+            principal,
+            &spec,
+            &request_hash,
+            now,
+        )?;
+        let run = find_run(sql, &run_id)?;
+        // From here on the run is durable: a failed hand-off is retried by the alarm.
+        self.ledger.dispatch(sql, &run_id, &session_id).await;
+        self.ledger.reschedule().await?;
+        Ok(CreatedRun {
+            run,
+            deduplicated: false,
+        })
+    }
+
+    async fn get_run(&self, op: GetRun) -> Result<RunRecord> {
+        find_run(&self.sql, &op.run_id)
+    }
+
+    async fn list_runs(&self, op: ListRuns) -> Result<Page<RunRecord>> {
+        let (items, next) = store::list_runs(
+            &self.sql,
+            op.session_id.as_deref(),
+            op.status,
+            op.before,
+            op.limit,
+        )?;
+        Ok(Page { items, next })
+    }
+
+    async fn list_sessions(&self, op: ListSessions) -> Result<Page<crate::runs::SessionRecord>> {
+        let (items, next) = store::list_sessions(&self.sql, op.before, op.limit)?;
+        Ok(Page { items, next })
+    }
+
+    async fn cancel_run(&self, op: CancelRun) -> Result<Cancelled> {
+        let (sql, now, run_id) = (&self.sql, self.now, op.run_id.as_str());
+        let before = find_run(sql, run_id)?;
+        let error = RunError {
+            code: RunErrorCode::Cancelled,
+            message: format!("cancelled by {} at {}", op.principal, rfc3339(now)),
+        };
+        let (_, changed) =
+            store::transition(sql, run_id, RunStatus::Cancelled, Some(&error), None, now)?;
+        if changed {
+            self.ledger.notify_session_of_end(&before).await;
+            self.ledger.reschedule().await?;
+        }
+        Ok(Cancelled {
+            run: find_run(sql, run_id)?,
+            changed,
+        })
+    }
+
+    async fn transition(&self, op: Transition) -> Result<Transitioned> {
+        let (status, applied) = store::transition(
+            &self.sql,
+            &op.run_id,
+            op.to,
+            op.error.as_ref(),
+            op.outcome.as_ref(),
+            self.now,
+        )?;
+        if applied {
+            self.ledger.reschedule().await?;
+        }
+        Ok(Transitioned { status, applied })
+    }
+
+    async fn register_sandbox(&self, op: RegisterSandbox) -> Result<Ack> {
+        store::insert_sandbox(&self.sql, &op.summary)?;
+        Ok(Ack {})
+    }
+
+    async fn set_sandbox_status(&self, op: SetSandboxStatus) -> Result<Ack> {
+        store::set_sandbox_status(&self.sql, &op.id, op.status, self.now)?;
+        Ok(Ack {})
+    }
+
+    async fn list_sandboxes(
+        &self,
+        op: ListSandboxes,
+    ) -> Result<Page<crate::sandboxes::SandboxSummary>> {
+        let (items, next) = store::list_sandboxes(&self.sql, op.before, op.limit)?;
+        Ok(Page { items, next })
+    }
+
+    async fn progress(&self, op: Progress) -> Result<Transitioned> {
+        let (status, applied) = store::progress(
+            &self.sql,
+            &op.run_id,
+            &op.phase,
+            &op.message,
+            op.detail.as_ref(),
+            self.now,
+        )?;
+        Ok(Transitioned { status, applied })
+    }
+}

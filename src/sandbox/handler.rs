@@ -1,0 +1,211 @@
+//! What a sandbox object does for each op of its API.
+
+use super::api::*;
+use super::{store, SandboxObject};
+use crate::artifacts::BUCKET;
+use crate::error::{Error, ErrorKind, Result};
+use crate::rpc::Ack;
+use crate::sandboxes::Status;
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use worker::console_warn;
+
+impl SandboxHandler for SandboxObject {
+    async fn create(&self, op: Create) -> Result<SandboxInfo> {
+        if store::load(&self.sql())?.is_some() {
+            return Err(Error::conflict(format!("sandbox {} already exists", op.id)));
+        }
+        self.create_record(
+            op.id,
+            op.name,
+            op.created_by,
+            op.spec,
+            op.idle_timeout_s,
+            op.metadata,
+        )
+        .await
+    }
+
+    async fn info(&self, _: Info) -> Result<SandboxInfo> {
+        let record = self.record()?;
+        if record.status == Status::Running {
+            if let Ok(daemon) = self.daemon(&record.id).await {
+                let state = daemon.state().await.ok();
+                return Ok(self.describe(record, state, &daemon).await);
+            }
+        }
+        Ok(SandboxInfo {
+            record,
+            daemon: None,
+            ports: Vec::new(),
+        })
+    }
+
+    async fn exec(&self, op: Exec) -> Result<handoff_wire::ExecResult> {
+        on_daemon!(self, |d| d.exec(&op.request))
+    }
+
+    async fn read_file(&self, op: ReadFile) -> Result<handoff_wire::FileContent> {
+        on_daemon!(self, |d| d.read_file(&op.path, op.encoding))
+    }
+
+    async fn write_file(&self, op: WriteFile) -> Result<handoff_wire::FileWritten> {
+        let bytes = B64
+            .decode(op.base64)
+            .map_err(|_| Error::invalid("file content is not valid base64"))?;
+        on_daemon!(self, |d| d.write_file(&op.path, bytes.clone()))
+    }
+
+    async fn list_files(&self, op: ListFiles) -> Result<handoff_wire::FileList> {
+        on_daemon!(self, |d| d.list(&op.path))
+    }
+
+    async fn zip_dir(&self, op: ZipDir) -> Result<Zipped> {
+        let bytes = on_daemon!(self, |d| d.zip(&op.path))?;
+        Ok(Zipped {
+            size: bytes.len() as u64,
+            base64: B64.encode(bytes),
+        })
+    }
+
+    /// Snapshots the workspace to R2 and stops the sandbox's processes. A sandbox whose
+    /// container is gone, or whose daemon lost it, has nothing left to snapshot: it is paused
+    /// with the snapshot it had (no container is started just to find that out).
+    async fn pause(&self, _: Pause) -> Result<SandboxInfo> {
+        let mut record = self.record()?;
+        if record.status == Status::Paused {
+            return Ok(SandboxInfo {
+                record,
+                daemon: None,
+                ports: Vec::new(),
+            });
+        }
+        let container_gone = self.state.container().is_some_and(|c| !c.running());
+        if !container_gone {
+            let daemon = self.daemon(&record.id).await?;
+            match daemon.snapshot().await {
+                Ok(snapshot) => {
+                    self.store_snapshot(&mut record, snapshot).await?;
+                    daemon.stop().await?;
+                }
+                Err(e)
+                    if e.kind == ErrorKind::NotFound
+                        || self.state.container().is_some_and(|c| !c.running()) =>
+                {
+                    console_warn!(
+                        "sandbox {}: its files are gone ({}); paused with its last snapshot",
+                        record.id,
+                        e.message
+                    );
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        record.status = Status::Paused;
+        store::save(&self.sql(), &record)?;
+        if let Some(container) = self.state.container() {
+            let _ = container.destroy(None).await;
+        }
+        self.sandbox_status_changed(&record).await;
+        Ok(SandboxInfo {
+            record,
+            daemon: None,
+            ports: Vec::new(),
+        })
+    }
+
+    async fn delete(&self, _: Delete) -> Result<Ack> {
+        let mut record = self.record()?;
+        match self.daemon(&record.id).await {
+            Ok(daemon) => match daemon.delete().await {
+                Ok(()) => {}
+                Err(e) if e.kind == ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+        if let Some(key) = record.snapshot_key.take() {
+            let _ = self.env.bucket(BUCKET)?.delete(key).await;
+        }
+        record.status = Status::Deleted;
+        store::save(&self.sql(), &record)?;
+        self.state.storage().delete_alarm().await?;
+        if let Some(container) = self.state.container() {
+            let _ = container.destroy(None).await;
+        }
+        self.sandbox_status_changed(&record).await;
+        Ok(Ack {})
+    }
+
+    async fn resume(&self, _: Resume) -> Result<SandboxInfo> {
+        let daemon = self.ready().await?;
+        let record = self.record()?;
+        let state = daemon.state().await.ok();
+        Ok(self.describe(record, state, &daemon).await)
+    }
+
+    async fn egress(&self, op: Egress) -> Result<handoff_wire::EgressLog> {
+        on_daemon!(self, |d| d.egress(op.limit, op.verdict))
+    }
+
+    /// Creates the sandbox unless it exists; otherwise brings its spec up to date and makes
+    /// sure it is running.
+    async fn ensure(&self, op: Ensure) -> Result<SandboxInfo> {
+        let Ensure {
+            id,
+            name,
+            created_by,
+            spec,
+            idle_timeout_s,
+        } = op;
+        match store::load(&self.sql())? {
+            Some(record) if record.status != Status::Deleted => {
+                let mut record = record;
+                if record.spec != spec {
+                    record.spec = spec;
+                    store::save(&self.sql(), &record)?;
+                    self.ensured_at.set(0);
+                }
+                let daemon = self.ready().await?;
+                let record = self.record()?;
+                let state = daemon.state().await.ok();
+                Ok(SandboxInfo {
+                    record,
+                    daemon: state,
+                    ports: Vec::new(),
+                })
+            }
+            _ => {
+                self.create_record(
+                    id,
+                    name,
+                    created_by,
+                    spec,
+                    idle_timeout_s,
+                    serde_json::Map::new(),
+                )
+                .await
+            }
+        }
+    }
+
+    async fn spawn(&self, op: Spawn) -> Result<handoff_wire::ProcessInfo> {
+        on_daemon!(self, |d| d.start_process(&op.request))
+    }
+
+    async fn kill(&self, op: Kill) -> Result<handoff_wire::ProcessInfo> {
+        on_daemon!(self, |d| d.kill_process(op.id))
+    }
+
+    async fn logs(&self, op: Logs) -> Result<handoff_wire::ProcessLogs> {
+        on_daemon!(self, |d| d.process_logs(op.id))
+    }
+
+    async fn clone_repo(&self, op: CloneRepo) -> Result<handoff_wire::ExecResult> {
+        on_daemon!(self, |d| d.git_clone(&op.request))
+    }
+
+    async fn call_port(&self, op: CallPort) -> Result<PortReply> {
+        on_daemon!(self, |d| d.port_request(&op.request))
+    }
+}

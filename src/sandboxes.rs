@@ -1,0 +1,94 @@
+//! Sandboxes as the domain knows them: their lifecycle status, the record their object keeps and
+//! the summary the ledger lists.
+
+use handoff_wire::SandboxSpec;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Where a sandbox is in its life. The names are the ones stored and shown (snake_case).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Status {
+    Running,
+    Paused,
+    Deleted,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// What a sandbox's object knows about its sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxRecord {
+    pub id: String,
+    pub name: String,
+    pub created_by: String,
+    pub created_at: i64,
+    pub status: Status,
+    pub spec: SandboxSpec,
+    pub idle_timeout_s: i64,
+    pub metadata: Map<String, Value>,
+    pub last_active_at: i64,
+    /// The daemon's `created_at` for this sandbox when last seen: a different value means the
+    /// daemon lost the workspace (a new container) and it must be restored.
+    pub daemon_created_at: Option<i64>,
+    pub snapshot_key: Option<String>,
+    pub snapshot_bytes: Option<i64>,
+    pub snapshot_at: Option<i64>,
+}
+
+impl SandboxRecord {
+    /// The record as the ledger's listing shows it, as of its creation.
+    pub fn summary(&self) -> SandboxSummary {
+        SandboxSummary {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            created_by: self.created_by.clone(),
+            created_at: self.created_at,
+            status: self.status,
+            updated_at: self.created_at,
+            metadata: self.metadata.clone(),
+        }
+    }
+}
+
+/// A sandbox as the listing shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxSummary {
+    pub id: String,
+    pub name: String,
+    pub created_by: String,
+    pub created_at: i64,
+    pub status: Status,
+    pub updated_at: i64,
+    pub metadata: Map<String, Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Status;
+
+    #[test]
+    fn status_names_are_the_serde_names() {
+        for status in [Status::Running, Status::Paused, Status::Deleted] {
+            let serde_name = serde_json::to_value(status).unwrap();
+            assert_eq!(serde_name, status.as_str());
+            assert_eq!(status.as_str().parse::<Status>().unwrap(), status);
+        }
+        assert!("stopped".parse::<Status>().is_err());
+    }
+}

@@ -1,0 +1,98 @@
+//! Following the working agent: one look per alarm at its messages and status, turned into
+//! progress and, through `policy::judge`, into the decision to keep following or finish.
+
+use super::driver::{Driver, Next};
+use super::opencode::{self, Activity};
+use super::policy::{self, Look, Turn};
+use super::store::{Current, Phase};
+use crate::config;
+use crate::error::{Error, Result};
+use crate::runs::RunErrorCode;
+use crate::sandbox::api::Info;
+use crate::time::now_ms;
+
+impl Driver<'_> {
+    /// One look at the working agent.
+    pub(super) async fn follow(&self, mut current: Current) -> Result<Next> {
+        let agent = self.agent(&current)?;
+        let session = current.agent_session.clone().unwrap_or_default();
+        if now_ms() > current.deadline {
+            let _ = agent.abort(&session).await;
+            let message = format!(
+                "the run took longer than {} (RUN_MAX_DURATION_SECONDS) and was stopped",
+                policy::human(config::max_run_ms(self.env) / 1000)
+            );
+            self.fail(&current, RunErrorCode::TimedOut, message).await?;
+            return Ok(Next::Now);
+        }
+        // Messages first, then the status: a turn read as settled and a session idle after it
+        // is really over, whereas the other order races a step that starts in between.
+        let messages = match agent.messages(&session, Some(60)).await {
+            Ok(messages) => messages,
+            Err(e) => return self.agent_unreachable(&current, e).await,
+        };
+        let turn = opencode::read_turn(&messages, &current.marker);
+        let activity = match agent.activity(&session).await {
+            Ok(activity) => activity,
+            Err(e) => return self.agent_unreachable(&current, e).await,
+        };
+        if turn.prompted {
+            current.detail = turn.detail.clone();
+        }
+        self.save(&current)?;
+        self.progress(
+            &current,
+            &policy::working_message(&activity, &current.detail),
+        )
+        .await?;
+        let now = now_ms();
+        let look = Look {
+            idle: activity == Activity::Idle,
+            answered: turn.answered,
+            settled: turn.settled,
+            errored: turn.error.is_some(),
+            now,
+            waited_ms: now - current.prompted_at.unwrap_or(current.started_at),
+            idle_unsettled_since: current.idle_unsettled_since,
+        };
+        let (verdict, unsettled_since) = policy::judge(&look);
+        current.idle_unsettled_since = unsettled_since;
+        if verdict == Turn::Over {
+            current.phase = Phase::Finishing;
+        }
+        self.save(&current)?;
+        match verdict {
+            Turn::Over => Ok(Next::Now),
+            Turn::NeverAnswered => Err(Error::internal(
+                "the agent went idle without answering the task".to_string(),
+            )),
+            Turn::Working => Ok(Next::After(config::poll_interval_ms(self.env))),
+        }
+    }
+
+    /// The agent did not answer. If the sandbox it ran in is gone (a new container or daemon
+    /// serves it now), the run fails at once saying so; otherwise the error goes on as it was.
+    async fn agent_unreachable(&self, current: &Current, e: Error) -> Result<Next> {
+        let Some(born) = &current.sandbox_born else {
+            return Err(policy::agent_gone(e));
+        };
+        let Ok(info) = self.sandbox()?.call(Info {}).await else {
+            return Err(policy::agent_gone(e));
+        };
+        if info.daemon.as_ref().map(|d| d.created_at) == Some(born.created_at) {
+            return Err(policy::agent_gone(e));
+        }
+        let what = if born.container {
+            "the sandbox's container stopped"
+        } else {
+            "the sandbox daemon lost the sandbox"
+        };
+        let message = format!(
+            "{what} while the agent was working, taking the agent and its unpushed work with \
+             it; run the task again"
+        );
+        self.fail(current, RunErrorCode::SandboxLost, message)
+            .await?;
+        Ok(Next::Now)
+    }
+}
