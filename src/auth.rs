@@ -4,15 +4,9 @@
 
 use crate::config::{self, ApiToken};
 use crate::oauth;
+use crate::principal::Principal;
 use sha2::{Digest, Sha256};
 use worker::{Env, Headers};
-
-/// The authenticated caller. `id` names the credential (an API token's name); runs record it and
-/// idempotency keys are scoped to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    pub id: String,
-}
 
 /// Why a request was refused; each maps to a 401 (or 503 when nothing is configured).
 #[derive(Debug, Clone, PartialEq, Eq)]

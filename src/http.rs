@@ -2,9 +2,44 @@
 
 use crate::config;
 use crate::error::{Error, Result};
+use futures::StreamExt;
 use serde::Serialize;
 use serde_json::json;
 use worker::{console_error, Env, Headers, Request, Response, ResponseBuilder};
+
+/// Reads a request body of at most `max` bytes, or `None` when it is larger: checked against
+/// Content-Length when there is one (the runtime holds the body to it), else while streaming.
+pub async fn read_capped(req: &mut Request, max: usize) -> Result<Option<Vec<u8>>> {
+    let declared = req
+        .headers()
+        .get("content-length")
+        .ok()
+        .flatten()
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Ok(None);
+    }
+    if declared.is_some() {
+        return Ok(Some(req.bytes().await?));
+    }
+    let mut body = Vec::new();
+    let Ok(mut stream) = req.stream() else {
+        return Ok(Some(body)); // no body at all
+    };
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if body.len() + chunk.len() > max {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
+/// One server-sent event carrying a JSON-RPC message (the Streamable HTTP framing).
+pub fn sse_event(message: &impl std::fmt::Display) -> Vec<u8> {
+    format!("event: message\ndata: {message}\n\n").into_bytes()
+}
 
 /// `value` encoded for a URL's query (`application/x-www-form-urlencoded`).
 pub fn query_value(value: &str) -> String {

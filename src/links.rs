@@ -4,7 +4,7 @@
 
 use crate::config;
 use crate::error::{Error, Result};
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use crate::jwt;
 use serde::{Deserialize, Serialize};
 use worker::Env;
 
@@ -20,20 +20,17 @@ struct LinkClaims {
 }
 
 fn sign(env: &Env, claims: &LinkClaims) -> Option<String> {
-    let key = config::signing_key(env)?;
-    let key = EncodingKey::from_secret(&key).ok()?;
-    jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &key).ok()
+    jwt::sign(&config::signing_key(env)?, claims).ok()
 }
 
 fn verify(env: &Env, token: &str, audience: &str) -> Result<LinkClaims> {
     let key = config::signing_key(env)
         .ok_or_else(|| Error::not_configured("links are not configured on this deployment"))?;
-    let key = DecodingKey::from_secret(&key).map_err(|e| Error::internal(e.to_string()))?;
-    let mut validation = Validation::new(Algorithm::HS256);
-    validation.set_audience(&[audience]);
-    validation.leeway = 0;
-    jsonwebtoken::decode::<LinkClaims>(token, &key, &validation)
-        .map(|data| data.claims)
+    let expect = jwt::Expect {
+        audience,
+        issuer: None,
+    };
+    jwt::verify(&key, token, &expect)
         .map_err(|_| Error::not_found("this link is invalid or has expired; ask for a fresh one"))
 }
 

@@ -1,12 +1,13 @@
 //! The run domain: statuses and their legal transitions, and the run record the ledger stores and
 //! hands out. Storage lives in `ledger`, the MCP views in `tools::views`.
 
+use crate::names::named_enum;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+named_enum! {
 /// Where a run is in its life. `completed`, `failed` and `cancelled` are terminal and final.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
+#[derive(JsonSchema)]
 pub enum RunStatus {
     /// Accepted and waiting for its session to pick it up.
     Queued,
@@ -21,30 +22,11 @@ pub enum RunStatus {
     /// Cancelled by a caller.
     Cancelled,
 }
+}
 
 impl RunStatus {
-    pub const ALL: [RunStatus; 6] = [
-        RunStatus::Queued,
-        RunStatus::Starting,
-        RunStatus::Running,
-        RunStatus::Completed,
-        RunStatus::Failed,
-        RunStatus::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Queued => "queued",
-            RunStatus::Starting => "starting",
-            RunStatus::Running => "running",
-            RunStatus::Completed => "completed",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
-        }
-    }
-
     pub fn parse(s: &str) -> Option<RunStatus> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s)
+        s.parse().ok()
     }
 
     pub fn is_terminal(self) -> bool {
@@ -94,22 +76,9 @@ pub fn final_progress(
     Some((to.as_str(), message))
 }
 
+named_enum! {
 /// Why a run ended without completing: the one registry of run error codes, as clients see
 /// them in `error.code` (snake_case). The message beside the code says what to do.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::EnumString,
-    strum::VariantArray,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
 pub enum RunErrorCode {
     /// No sandbox backend is configured or reachable.
     SandboxUnavailable,
@@ -130,11 +99,6 @@ pub enum RunErrorCode {
     /// A caller cancelled the run.
     Cancelled,
 }
-
-impl RunErrorCode {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
 }
 
 /// The latest progress report of a run.
@@ -285,6 +249,7 @@ pub struct SessionRecord {
 mod tests {
     use super::RunStatus::*;
     use super::*;
+    use strum::VariantArray;
 
     #[test]
     fn a_completed_run_says_what_came_of_it() {
@@ -309,7 +274,7 @@ mod tests {
     #[test]
     fn terminal_states_are_final() {
         for t in [Completed, Failed, Cancelled] {
-            for n in RunStatus::ALL {
+            for n in RunStatus::VARIANTS.iter().copied() {
                 assert!(!t.can_become(n), "{t:?} -> {n:?}");
             }
         }
@@ -329,8 +294,9 @@ mod tests {
 
     #[test]
     fn status_strings_round_trip() {
-        for s in RunStatus::ALL {
+        for s in RunStatus::VARIANTS.iter().copied() {
             assert_eq!(RunStatus::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }
         assert_eq!(RunStatus::parse("done"), None);
     }

@@ -1,34 +1,18 @@
 //! Sandboxes as the domain knows them: their lifecycle status, the record their object keeps and
 //! the summary the ledger lists.
 
+use crate::names::named_enum;
 use handoff_wire::SandboxSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// Where a sandbox is in its life. The names are the ones stored and shown (snake_case).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::EnumString,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
+named_enum! {
+/// Where a sandbox is in its life.
 pub enum Status {
     Running,
     Paused,
     Deleted,
 }
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
 }
 
 /// What a sandbox's object knows about its sandbox.

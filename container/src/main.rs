@@ -1,28 +1,12 @@
-//! handoff-sandboxd: the sandbox daemon. Parses its configuration, finds out what isolation the
-//! host gives, adopts existing sandboxes and serves the `/v1` API.
-//!
-//! Invariant: it knows nothing about MCP, users or accounts — only sandboxes, identified by ids
-//! the Worker chooses and authenticated by tokens the Worker mints.
+//! handoff-sandboxd: the sandbox daemon's command line. Parses its configuration, finds out what
+//! isolation the host gives, adopts existing sandboxes and serves the `/v1` API of the
+//! `handoff_sandbox` library.
 
-mod auth;
-mod beneath;
-mod egress;
-mod error;
-mod exec;
-mod files;
-mod git;
-mod netns;
-mod ports;
-mod processes;
-mod routes;
-mod sandbox;
-mod snapshot;
-mod tree;
-mod zipdir;
-
+use handoff_sandbox::sandbox::cgroup::Cgroups;
+use handoff_sandbox::sandbox::detect;
+use handoff_sandbox::sandbox::isolation::Wanted;
+use handoff_sandbox::{auth, routes, sandbox};
 use handoff_wire::Limits;
-use sandbox::cgroup::Cgroups;
-use sandbox::isolation::Wanted;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -171,7 +155,7 @@ async fn run() -> Result<(), String> {
         .root
         .canonicalize()
         .map_err(|e| format!("{}: {e}", config.root.display()))?;
-    let host = sandbox::isolation::detect(
+    let host = detect::detect(
         &root,
         config.isolation,
         config.bwrap.as_deref(),

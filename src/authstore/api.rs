@@ -3,6 +3,7 @@
 
 use crate::config::Limit;
 use crate::error::Result;
+use crate::names::named_enum;
 use crate::rpc::{self, Ack};
 use serde::{Deserialize, Serialize};
 use worker::{Env, Stub};
@@ -112,31 +113,18 @@ pub enum ClientKind {
     Document,
 }
 
-/// How a client authenticates at the token endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+named_enum! {
+/// How a client authenticates at the token endpoint (`token_endpoint_auth_method`).
 pub enum AuthMethod {
     None,
     ClientSecretPost,
     ClientSecretBasic,
 }
+}
 
 impl AuthMethod {
     pub fn parse(value: &str) -> Option<AuthMethod> {
-        match value {
-            "none" => Some(AuthMethod::None),
-            "client_secret_post" => Some(AuthMethod::ClientSecretPost),
-            "client_secret_basic" => Some(AuthMethod::ClientSecretBasic),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuthMethod::None => "none",
-            AuthMethod::ClientSecretPost => "client_secret_post",
-            AuthMethod::ClientSecretBasic => "client_secret_basic",
-        }
+        value.parse().ok()
     }
 }
 

@@ -5,7 +5,6 @@
 pub mod api;
 mod grants;
 mod handler;
-mod rate;
 mod store;
 
 use crate::config;
@@ -63,7 +62,7 @@ impl AuthStoreObject {
         let sql = self.state.storage().sql();
         let now = now_ms();
         for hit in &envelope.limits {
-            rate::rate_hit(&sql, hit, now)?;
+            store::rate::rate_hit(&sql, hit, now)?;
         }
         let lifetimes = Lifetimes {
             access_secs: config::access_token_ttl_secs(&self.env),

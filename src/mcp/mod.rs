@@ -6,14 +6,14 @@ mod progress;
 mod protocol;
 mod server;
 
-use crate::auth::{self, AuthError, Principal};
+use crate::auth::{self, AuthError};
 use crate::config;
 use crate::error::Result;
 use crate::http;
 use crate::ids;
 use crate::ledger::api::{CloseMcpSession, Ledger, McpSessionRef};
+use crate::principal::Principal;
 use crate::tools::{Ctx, StatusLine};
-use futures::StreamExt;
 use jsonrpc::{Message, RpcError};
 use serde_json::Value;
 use server::Failure;
@@ -96,7 +96,7 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
             ));
         }
     }
-    let body = match read_capped(&mut req, &headers).await? {
+    let body = match http::read_capped(&mut req, MAX_BODY_BYTES).await? {
         Some(body) => body,
         None => {
             return Ok(error_response(
@@ -248,31 +248,6 @@ fn session_ledger(
     Ok(Ok(Ledger::for_mcp_session(env, session)?))
 }
 
-/// Reads the body, or `None` when it is larger than `MAX_BODY_BYTES`: checked against
-/// Content-Length when there is one, else while streaming the chunked body.
-async fn read_capped(req: &mut Request, headers: &Headers) -> Result<Option<Vec<u8>>> {
-    let declared = header(headers, "content-length").and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
-        return Ok(None);
-    }
-    if declared.is_some() {
-        // The runtime enforces Content-Length, so the body cannot exceed the checked size.
-        return Ok(Some(req.bytes().await?));
-    }
-    let mut body = Vec::new();
-    let Ok(mut stream) = req.stream() else {
-        return Ok(Some(body)); // no body at all
-    };
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk?;
-        if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Ok(None);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(Some(body))
-}
-
 /// JSON unless the client accepts only SSE; `None` when it accepts neither.
 fn response_mode(accept: Option<&str>) -> Option<Mode> {
     let Some(accept) = accept else {
@@ -305,8 +280,7 @@ fn respond(mode: Mode, value: &Value) -> Result<Response> {
     Ok(match mode {
         Mode::Json => http::json(200, value),
         Mode::Sse => {
-            let body = format!("event: message\ndata: {value}\n\n");
-            let mut response = Response::ok(body)?;
+            let mut response = Response::from_bytes(http::sse_event(value))?;
             response
                 .headers_mut()
                 .set("content-type", "text/event-stream")?;

@@ -45,7 +45,9 @@ pub async fn run(
         async move {
             let (pending, ticks) = state?;
             match select(pending, Box::pin(Delay::from(PROGRESS_EVERY))).await {
-                Either::Left((outcome, _)) => Some((event(&final_message(outcome)), None)),
+                Either::Left((outcome, _)) => {
+                    Some((crate::http::sse_event(&final_message(outcome)), None))
+                }
                 Either::Right((_, pending)) => {
                     let ticks = ticks + 1;
                     let note = notification(&token, ticks, &status.borrow());
@@ -82,7 +84,7 @@ fn notification(token: &Value, ticks: u64, status: &str) -> Vec<u8> {
     } else {
         format!("still working ({seconds} s): {status}")
     };
-    event(&json!({
+    crate::http::sse_event(&json!({
         "jsonrpc": "2.0",
         "method": "notifications/progress",
         "params": {
@@ -100,10 +102,6 @@ fn final_message(outcome: Outcome) -> Value {
         Ok(value) => value,
         Err(Failure::Rpc(e)) | Err(Failure::SessionGone(e)) => e.to_json(),
     }
-}
-
-fn event(message: &Value) -> Vec<u8> {
-    format!("event: message\ndata: {message}\n\n").into_bytes()
 }
 
 #[cfg(test)]

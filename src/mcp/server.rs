@@ -3,9 +3,9 @@
 
 use super::jsonrpc::{self, RpcError};
 use super::protocol;
-use crate::auth::Principal;
 use crate::error::{Error, ErrorKind};
 use crate::ledger::api::{Ledger, OpenMcpSession};
+use crate::principal::Principal;
 use crate::tools::{self, CallError, Ctx};
 use rmcp::model::{CallToolRequestParams, ErrorCode, InitializeRequestParams, RequestId};
 use serde::de::DeserializeOwned;

@@ -5,9 +5,10 @@
 
 use super::consent;
 use super::owner::{self, Claims};
-use super::params::{cookie, Params};
+use super::params::Params;
 use crate::authstore::api::{AuthStore, Count, GetRequest};
 use crate::config::{self, GithubSignIn};
+use crate::cookies::{self, SameSite};
 use crate::error::{Error, Result};
 use crate::ids;
 use crate::time::now_ms;
@@ -74,11 +75,11 @@ pub async fn start(req: Request, env: &Env, base: &str) -> Result<Response> {
     headers.set("cache-control", "no-store")?;
     headers.append(
         "set-cookie",
-        &owner::cookie_header(
+        &cookies::set(
             NONCE_COOKIE,
             &nonce,
             "/oauth/github",
-            "Lax",
+            SameSite::Lax,
             STATE_TTL_SECS,
             owner::is_https(base),
         ),
@@ -101,7 +102,7 @@ pub async fn callback(req: Request, env: &Env, base: &str) -> Result<Response> {
     let claims = params
         .get("state")
         .and_then(|s| owner::verify(env, s, STATE_AUDIENCE))
-        .filter(|c| c.nonce.is_some() && c.nonce == cookie(&req, NONCE_COOKIE));
+        .filter(|c| c.nonce.is_some() && c.nonce == cookies::get(&req, NONCE_COOKIE));
     let Some(claims) = claims else {
         return consent::error_page(
             400,
@@ -178,11 +179,11 @@ pub async fn callback(req: Request, env: &Env, base: &str) -> Result<Response> {
     }
     headers.append(
         "set-cookie",
-        &owner::cookie_header(
+        &cookies::set(
             NONCE_COOKIE,
             "",
             "/oauth/github",
-            "Lax",
+            SameSite::Lax,
             0,
             owner::is_https(base),
         ),

@@ -17,10 +17,10 @@ mod token;
 
 pub use metadata::{resource_metadata_url, SCOPE};
 
-use crate::auth::Principal;
 use crate::authstore::api::{AuthStore, VerifyAccess, ACCESS_PREFIX, ACCESS_TAG};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http;
+use crate::principal::Principal;
 use serde_json::json;
 use worker::{Env, Method, Request, Response};
 

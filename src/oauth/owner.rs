@@ -3,12 +3,12 @@
 //! cookie the forms must echo.
 
 use super::client_address;
-use super::params::cookie;
 use crate::authstore::api::RateHit;
 use crate::config;
+use crate::cookies::{self, get as cookie, SameSite};
 use crate::ids;
+use crate::jwt;
 use crate::time::now_ms;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use worker::{Env, Request};
@@ -30,21 +30,16 @@ pub struct Claims {
 
 /// Signs claims with `HANDOFF_SIGNING_KEY` (none when it is not configured).
 pub fn sign(env: &Env, claims: &Claims) -> Option<String> {
-    let key = config::signing_key(env)?;
-    let key = EncodingKey::from_secret(&key).ok()?;
-    jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &key).ok()
+    jwt::sign(&config::signing_key(env)?, claims).ok()
 }
 
 /// Verifies a token signed by `sign` for `audience`.
 pub fn verify(env: &Env, token: &str, audience: &str) -> Option<Claims> {
-    let key = config::signing_key(env)?;
-    let key = DecodingKey::from_secret(&key).ok()?;
-    let mut validation = Validation::new(Algorithm::HS256);
-    validation.set_audience(&[audience]);
-    validation.leeway = 0;
-    jsonwebtoken::decode::<Claims>(token, &key, &validation)
-        .ok()
-        .map(|d| d.claims)
+    let expect = jwt::Expect {
+        audience,
+        issuer: None,
+    };
+    jwt::verify(&config::signing_key(env)?, token, &expect).ok()
 }
 
 /// Whether `presented` is the owner's passphrase (compared as digests, in constant time).
@@ -54,10 +49,7 @@ pub fn passphrase_matches(env: &Env, presented: &str) -> bool {
     };
     let a = Sha256::digest(presented.as_bytes());
     let b = Sha256::digest(expected.as_bytes());
-    a.iter()
-        .zip(b.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
+    crate::mac::same(&a, &b)
 }
 
 /// Who is signed in on this browser (`passphrase` or `github:<login>`), from the owner cookie.
@@ -86,11 +78,11 @@ pub fn session_cookie(env: &Env, owner: &str, secure: bool) -> Option<String> {
     )?;
     // Path `/`: the run pages need it too. HttpOnly and host-only, so previews (origins of
     // their own) never see it.
-    Some(cookie_header(
+    Some(cookies::set(
         OWNER_COOKIE,
         &token,
         "/",
-        "Lax",
+        SameSite::Lax,
         OWNER_SESSION_SECS,
         secure,
     ))
@@ -102,7 +94,14 @@ pub fn csrf(req: &Request, secure: bool) -> (String, Option<String>) {
         Some(value) => (value, None),
         None => {
             let value = ids::new_secret("");
-            let header = cookie_header(CSRF_COOKIE, &value, "/oauth", "Strict", 3600, secure);
+            let header = cookies::set(
+                CSRF_COOKIE,
+                &value,
+                "/oauth",
+                SameSite::Strict,
+                3600,
+                secure,
+            );
             (value, Some(header))
         }
     }
@@ -112,29 +111,10 @@ pub fn csrf(req: &Request, secure: bool) -> (String, Option<String>) {
 pub fn csrf_matches(req: &Request, presented: Option<&str>) -> bool {
     match (cookie(req, CSRF_COOKIE), presented) {
         (Some(expected), Some(presented)) => {
-            expected.len() == presented.len()
-                && expected
-                    .bytes()
-                    .zip(presented.bytes())
-                    .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-                    == 0
+            crate::mac::same(expected.as_bytes(), presented.as_bytes())
         }
         _ => false,
     }
-}
-
-pub fn cookie_header(
-    name: &str,
-    value: &str,
-    path: &str,
-    same_site: &str,
-    max_age: i64,
-    secure: bool,
-) -> String {
-    let secure = if secure { "; Secure" } else { "" };
-    format!(
-        "{name}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite={same_site}{secure}"
-    )
 }
 
 /// Cookies are `Secure` whenever the page is served over https.

@@ -2,7 +2,6 @@
 //! most once, as RFC 6749 requires), bodies read under a size cap, and cookies.
 
 use crate::error::{Error, Result};
-use futures::StreamExt;
 use std::collections::HashMap;
 use worker::url;
 use worker::Request;
@@ -73,36 +72,9 @@ pub async fn read_body(req: &mut Request) -> Result<Vec<u8>> {
             MAX_BODY_BYTES / 1024
         ))
     };
-    let declared = req
-        .headers()
-        .get("content-length")
-        .ok()
-        .flatten()
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
-        return Err(too_large());
-    }
-    let mut body = Vec::new();
-    let Ok(mut stream) = req.stream() else {
-        return Ok(body);
-    };
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk?;
-        if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(too_large());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
-/// The value of cookie `name` in the request, if any.
-pub fn cookie(req: &Request, name: &str) -> Option<String> {
-    let header = req.headers().get("cookie").ok().flatten()?;
-    header.split(';').find_map(|pair| {
-        let (k, v) = pair.trim().split_once('=')?;
-        (k == name && !v.is_empty()).then(|| v.to_string())
-    })
+    crate::http::read_capped(req, MAX_BODY_BYTES)
+        .await?
+        .ok_or_else(too_large)
 }
 
 #[cfg(test)]

@@ -15,17 +15,16 @@
 
 mod providers;
 mod receive_pack;
-pub mod tokens;
 
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http;
 use crate::ledger::api::{GetRun, Ledger};
 use crate::runs::RunRecord;
+use crate::tokens::{self, ProxyClaims, Service};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use futures::StreamExt;
-use tokens::{ProxyClaims, Service};
 use worker::wasm_bindgen::JsValue;
 use worker::{Env, Fetch, Headers, Method, Request, RequestInit, Response, ResponseBody};
 

@@ -5,7 +5,7 @@
 //! plain segments, so nothing can climb out of the configured base URL.
 
 use crate::error::{Error, Result};
-use crate::proxy::tokens::Service;
+use crate::tokens::Service;
 use worker::Method;
 
 /// The allowed calls, as (method, path) with `{id}` standing for one model id.

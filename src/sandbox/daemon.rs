@@ -6,6 +6,7 @@ use super::api::{PortReply, PortRequest};
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::query_value;
+use crate::jwt;
 use crate::time::now_ms;
 use futures::future::{select, Either};
 use handoff_wire::{
@@ -13,7 +14,6 @@ use handoff_wire::{
     FileWritten, GitClone, PortList, ProcessInfo, ProcessLogs, SandboxSpec, SandboxState,
     StartProcess, TokenClaims, Verdict, TOKEN_AUDIENCE,
 };
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::time::Duration;
@@ -72,10 +72,7 @@ impl Daemon {
             aud: TOKEN_AUDIENCE.to_string(),
             exp: now_ms() / 1000 + TOKEN_TTL_SECS,
         };
-        let key = EncodingKey::from_secret(&self.secret)
-            .map_err(|e| Error::internal(format!("daemon key: {e}")))?;
-        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key)
-            .map_err(|e| Error::internal(format!("daemon token: {e}")))
+        jwt::sign(&self.secret, &claims).map_err(|e| Error::internal(format!("daemon token: {e}")))
     }
 
     fn url(&self, path: &str) -> String {

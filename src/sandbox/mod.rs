@@ -6,7 +6,6 @@
 pub mod api;
 mod container;
 mod daemon;
-pub mod exec_stream;
 mod snapshots;
 mod store;
 

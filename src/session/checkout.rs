@@ -9,9 +9,9 @@ use super::opencode;
 use super::store::{Checkout, Current};
 use crate::config;
 use crate::error::{Error, Result};
-use crate::proxy::tokens::Service;
 use crate::runs::RunRecord;
 use crate::sandbox::api::{CloneRepo, Exec};
+use crate::tokens::Service;
 use handoff_wire::{GitClone, SandboxSpec, WORKSPACE};
 
 /// The name inside a sandbox under which the egress proxy reaches a Worker on a private address.

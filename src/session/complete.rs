@@ -11,8 +11,8 @@ use crate::artifacts;
 use crate::config;
 use crate::error::Result;
 use crate::links;
-use crate::proxy::tokens::Service;
 use crate::runs::{RunErrorCode, RunOutcome, RunRecord, RunStatus};
+use crate::tokens::Service;
 
 impl Driver<'_> {
     pub(super) async fn finish(&self, current: Current, run: &RunRecord) -> Result<Next> {

@@ -12,9 +12,9 @@ mod sandbox_views;
 mod schema;
 mod views;
 
-use crate::auth::Principal;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ledger::api::Ledger;
+use crate::principal::Principal;
 use rmcp::handler::server::tool::{schema_for_input, schema_for_type};
 use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
 use schemars::JsonSchema;

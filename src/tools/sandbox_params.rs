@@ -4,6 +4,7 @@
 use super::params::check_id;
 use crate::error::{Error, Result};
 use crate::ids;
+use handoff_wire::rules;
 use handoff_wire::{Encoding, Verdict, EXEC_MAX_TIMEOUT_MS};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -221,17 +222,12 @@ pub fn check_env(field: &str, env: &BTreeMap<String, String>) -> Result<()> {
         )));
     }
     for (name, value) in env {
-        let mut bytes = name.bytes();
-        let ok = bytes
-            .next()
-            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-            && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_');
-        if !ok || name.len() > 128 {
+        if !rules::is_env_name(name) {
             return Err(Error::invalid(format!(
                 "`{field}`: {name:?} is not a valid variable name (letters, digits, _; not starting with a digit)"
             )));
         }
-        if value.len() > MAX_ENV_VALUE || value.contains('\0') {
+        if value.len() > MAX_ENV_VALUE || !rules::is_env_value(value) {
             return Err(Error::invalid(format!(
                 "`{field}.{name}` must be at most {MAX_ENV_VALUE} bytes without NUL"
             )));
@@ -247,14 +243,9 @@ pub fn check_rules(field: &str, rules: &[String]) -> Result<()> {
         )));
     }
     for rule in rules {
-        let ok = !rule.is_empty()
-            && rule.len() <= 260
-            && rule
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-.:[]*".contains(&b));
-        if !ok {
+        if !rules::is_network_rule(rule) {
             return Err(Error::invalid(format!(
-                "`{field}`: {rule:?} is not a rule; use host, *.domain, host:port or *"
+                "`{field}`: {rule:?} is not a rule; use host, *.domain, host:port (port 1-65535) or *"
             )));
         }
     }

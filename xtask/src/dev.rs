@@ -76,13 +76,8 @@ fn start_daemon(options: &Options, secrets: &Secrets, servers: &mut Vec<Server>)
              development only pass --dangerously-skip-isolation."
         );
     }
-    servers.push(Server::spawn("the sandbox daemon", &mut daemon_cmd)?);
-    proc::wait_for_http(
-        daemon_port,
-        "/v1/health",
-        Duration::from_secs(30),
-        servers.last_mut().expect("daemon"),
-    )
+    let daemon = servers.push_mut(Server::spawn("the sandbox daemon", &mut daemon_cmd)?);
+    proc::wait_for_http(daemon_port, "/v1/health", Duration::from_secs(30), daemon)
 }
 
 fn start_all(
@@ -140,15 +135,10 @@ fn start_all(
     for var in &vars {
         cmd.arg("--var").arg(var);
     }
-    servers.push(Server::spawn("wrangler dev", &mut cmd)?);
     // With containers, wrangler builds the sandbox image first (a few minutes the first time).
     let startup = if options.containers { 900 } else { 120 };
-    proc::wait_for_http(
-        port,
-        "/health",
-        Duration::from_secs(startup),
-        servers.last_mut().expect("wrangler"),
-    )?;
+    let wrangler = servers.push_mut(Server::spawn("wrangler dev", &mut cmd)?);
+    proc::wait_for_http(port, "/health", Duration::from_secs(startup), wrangler)?;
 
     let url = format!("http://127.0.0.1:{port}/mcp");
     let token = &secrets.api_token;

@@ -6,6 +6,7 @@ mod dev;
 mod proc;
 mod setup;
 mod test;
+mod tidy;
 mod worker;
 
 use std::path::PathBuf;
@@ -18,6 +19,7 @@ commands:
   dev      install tools, build the Worker and run handoff locally on http://127.0.0.1:8787
   test     install tools, build the Worker once and run every check and test
   bench    install tools, build the Worker and print performance figures
+  tidy     check the code base's structure (file sizes, SQL placement, layers, cycles)
   build    build the Worker bundle into build/ (used by wrangler.toml's [build] command)
   setup    only install the pinned tools (rustup target, cargo installs, npm packages)
 ";
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
         Some("dev") => dev::run(&args[1..]),
         Some("test") => test::run(&args[1..]),
         Some("bench") => test::bench(&args[1..]),
+        Some("tidy") => tidy::run(),
         Some("build") => setup::ensure().and_then(|tools| worker::build(&tools)),
         Some("setup") => setup::ensure().map(|_| ()),
         Some("help" | "--help" | "-h") | None => {

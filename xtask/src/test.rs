@@ -1,5 +1,5 @@
 //! `cargo xtask test` and `cargo xtask bench`: install, build the Worker once, then run the tidy
-//! checks (fmt, clippy on native and wasm32), the unit tests and the integration tests that drive
+//! checks (fmt, the structure checks of `tidy.rs`, clippy on native and wasm32), the unit tests and the integration tests that drive
 //! the real Worker in workerd; or the benchmark that prints figures.
 
 use crate::{containers, proc, root, setup, worker, Result};
@@ -17,6 +17,8 @@ pub fn run(args: &[String]) -> Result {
         cmd
     };
     step("rustfmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
+    println!("xtask: == tidy ==");
+    crate::tidy::run()?;
     step(
         "clippy (native)",
         cargo().args([

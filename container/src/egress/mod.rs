@@ -12,14 +12,22 @@ mod upstream;
 pub use credentials::Credentials;
 pub use proxy::spawn;
 
-use crate::error::{ApiError, Result};
-use handoff_wire::{EgressEntry, SandboxSpec, Verdict};
+use handoff_wire::{rules, EgressEntry, SandboxSpec, Verdict};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::net::IpAddr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Mutex;
+
+/// What the proxy needs of the sandbox it serves: the sandbox's current policy, the
+/// credentials granted to its running commands, and its log. (The proxy knows nothing else of
+/// sandboxes.)
+pub trait Served: Send + Sync + 'static {
+    fn spec(&self) -> SandboxSpec;
+    fn credentials(&self) -> &Credentials;
+    fn log(&self) -> &Log;
+}
 
 /// Entries kept in memory (and read back from disk after a restart).
 const LOG_KEEP: usize = 1000;
@@ -74,7 +82,8 @@ impl Log {
         let written: &[EgressEntry] = if rewrite {
             entries.make_contiguous()
         } else {
-            std::slice::from_ref(entries.back().expect("just pushed"))
+            // The entry just pushed.
+            entries.back().map(std::slice::from_ref).unwrap_or_default()
         };
         for e in written {
             if let Ok(line) = serde_json::to_string(e) {
@@ -98,41 +107,8 @@ impl Log {
     }
 }
 
-/// Checks the syntax of an allow/deny rule: `*`, `host`, `*.domain`, optionally `:port`.
-pub fn check_rule(rule: &str) -> Result<()> {
-    let (host, port) = split_rule(rule);
-    let host_ok = host == "*"
-        || (!host.is_empty()
-            && host.len() <= 253
-            && host
-                .trim_start_matches("*.")
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b)));
-    let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|p| p > 0));
-    if host_ok && port_ok {
-        Ok(())
-    } else {
-        Err(ApiError::bad_request(format!(
-            "network rule {rule:?} is not valid: use host, *.domain or * with an optional :port"
-        )))
-    }
-}
-
-fn split_rule(rule: &str) -> (&str, Option<&str>) {
-    // IPv6 literals come bracketed: [::1]:8080
-    if let Some(rest) = rule.strip_prefix('[') {
-        if let Some((host, tail)) = rest.split_once(']') {
-            return (host, tail.strip_prefix(':'));
-        }
-    }
-    match rule.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') => (host, Some(port)),
-        _ => (rule, None),
-    }
-}
-
 fn rule_matches(rule: &str, host: &str, port: u16) -> bool {
-    let (pattern, rule_port) = split_rule(rule);
+    let (pattern, rule_port) = rules::split_network_rule(rule);
     if rule_port.is_some_and(|p| p.parse::<u16>().ok() != Some(port)) {
         return false;
     }
@@ -298,21 +274,5 @@ mod tests {
             decide(&spec(&["*"], &["evil.com"]), "evil.com", 443, &public).0,
             Verdict::Blocked
         );
-    }
-
-    #[test]
-    fn rules_are_checked() {
-        for ok in [
-            "*",
-            "example.com",
-            "*.example.com",
-            "127.0.0.1:8080",
-            "[::1]:80",
-        ] {
-            assert!(check_rule(ok).is_ok(), "{ok}");
-        }
-        for bad in ["", "a b", "x:0", "x:99999", "http://x"] {
-            assert!(check_rule(bad).is_err(), "{bad}");
-        }
     }
 }

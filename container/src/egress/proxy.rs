@@ -4,8 +4,9 @@
 //! arrive within 10 s and stay under 64 KiB; a sandbox holds at most 256 connections.
 
 use super::credentials::Active;
+use super::Served;
 use super::{decide, split_host_port, upstream};
-use crate::sandbox::{self, Sandbox};
+use crate::clock::now_ms;
 use bytes::Bytes;
 use handoff_wire::{EgressEntry, Verdict};
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
@@ -42,7 +43,7 @@ const HOP_BY_HOP: [&str; 7] = [
 
 /// Serves the sandbox's proxy listener until the task is aborted.
 pub fn spawn(
-    sandbox: Arc<Sandbox>,
+    sandbox: Arc<dyn Served>,
     listener: std::net::TcpListener,
 ) -> crate::error::Result<tokio::task::JoinHandle<()>> {
     let listener = tokio::net::TcpListener::from_std(listener)
@@ -127,7 +128,7 @@ struct Route {
 }
 
 async fn route(
-    sandbox: &Sandbox,
+    sandbox: &dyn Served,
     host: String,
     port: u16,
     credential: Option<&Active>,
@@ -171,7 +172,7 @@ async fn route(
 }
 
 async fn handle(
-    sandbox: Arc<Sandbox>,
+    sandbox: Arc<dyn Served>,
     permit: Arc<OwnedSemaphorePermit>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
@@ -182,7 +183,7 @@ async fn handle(
 }
 
 async fn proxy(
-    sandbox: &Arc<Sandbox>,
+    sandbox: &Arc<dyn Served>,
     permit: Arc<OwnedSemaphorePermit>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Refusal> {
@@ -215,12 +216,18 @@ async fn proxy(
             .path_and_query()
             .map(|p| p.as_str().to_string())
             .unwrap_or_else(|| "/".into());
-        let credential = sandbox.credentials.matching(&host, port, &path);
+        let credential = sandbox.credentials().matching(&host, port, &path);
         (host, port, credential)
     };
-    let route = route(sandbox, host, port, credential.as_ref().map(|(c, _)| &**c)).await?;
-    sandbox.egress.record(EgressEntry {
-        at: sandbox::now_ms(),
+    let route = route(
+        sandbox.as_ref(),
+        host,
+        port,
+        credential.as_ref().map(|(c, _)| &**c),
+    )
+    .await?;
+    sandbox.log().record(EgressEntry {
+        at: now_ms(),
         host: route.host.clone(),
         port: route.port,
         method: method.to_string(),

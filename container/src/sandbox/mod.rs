@@ -11,6 +11,7 @@
 pub mod cgroup;
 mod command;
 pub mod confine;
+pub mod detect;
 mod direct;
 pub mod init;
 pub mod isolation;
@@ -19,10 +20,11 @@ pub mod seccomp;
 mod validate;
 pub mod volume;
 
+use crate::clock::now_ms;
 use crate::egress;
 use crate::error::{ApiError, Result};
 use crate::netns;
-use crate::processes;
+use crate::processes::table::Table;
 use crate::tree;
 use cgroup::{Cgroups, SandboxCgroup};
 use confine::Namespaces;
@@ -68,7 +70,7 @@ pub struct Sandbox {
     runtime: AsyncMutex<Option<Runtime>>,
     /// Shared by commands and file operations; exclusive for stop, restore and delete.
     pub gate: Arc<RwLock<()>>,
-    pub processes: processes::Table,
+    pub processes: Table,
     pub egress: egress::Log,
     /// Whether its processes see the workspace at `/home/sandbox` and go out through the egress
     /// proxy: in namespaces, and as the one sandbox of a container.
@@ -228,7 +230,7 @@ impl Registry {
             home: data.join("home"),
             egress: egress::Log::open(dir.join("egress.jsonl")),
             credentials: Arc::default(),
-            processes: processes::Table::new(data.join("logs")),
+            processes: Table::new(data.join("logs")),
             tools: self.tools.clone(),
             dir,
             mode: self.host.mode,
@@ -394,6 +396,18 @@ impl Registry {
     }
 }
 
+impl egress::Served for Sandbox {
+    fn spec(&self) -> SandboxSpec {
+        Sandbox::spec(self)
+    }
+    fn credentials(&self) -> &egress::Credentials {
+        &self.credentials
+    }
+    fn log(&self) -> &egress::Log {
+        &self.egress
+    }
+}
+
 impl Sandbox {
     pub fn spec(&self) -> SandboxSpec {
         self.meta
@@ -460,11 +474,4 @@ async fn stop_runtime(runtime: Option<Runtime>) {
             init.kill().await;
         }
     }
-}
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

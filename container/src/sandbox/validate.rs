@@ -1,9 +1,8 @@
 //! What the daemon accepts from the Worker about a sandbox: its id, its environment, its
 //! network rules and host aliases.
 
-use crate::egress;
 use crate::error::{ApiError, Result};
-use handoff_wire::SandboxSpec;
+use handoff_wire::{rules, SandboxSpec};
 use std::collections::BTreeMap;
 
 /// Sandbox ids are chosen by the Worker: 1–64 of `a-z 0-9 _ -`.
@@ -28,18 +27,14 @@ pub fn check_id(id: &str) -> Result<()> {
 pub fn check_spec(spec: &SandboxSpec) -> Result<()> {
     check_env(&spec.env)?;
     for rule in spec.allow_out.iter().chain(&spec.deny_out) {
-        egress::check_rule(rule)?;
+        if !rules::is_network_rule(rule) {
+            return Err(ApiError::bad_request(format!(
+                "network rule {rule:?} is not valid: use host, *.domain or * with an optional :port"
+            )));
+        }
     }
     for (name, target) in &spec.hosts {
-        let name_ok = !name.is_empty()
-            && name.len() <= 253
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.".contains(&b));
-        let target_ok = target.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
-        });
-        if !name_ok || !target_ok {
+        if !rules::is_host_alias(name, target) {
             return Err(ApiError::bad_request(format!(
                 "host alias {name:?} -> {target:?} is not valid: a lower-case host name and a host:port"
             )));
@@ -51,20 +46,56 @@ pub fn check_spec(spec: &SandboxSpec) -> Result<()> {
 /// Environment names must be portable shell names; values may not contain NUL.
 pub fn check_env(env: &BTreeMap<String, String>) -> Result<()> {
     for (name, value) in env {
-        let mut bytes = name.bytes();
-        let first_ok = bytes
-            .next()
-            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
-        if !first_ok || !bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_') || name.len() > 128 {
+        if !rules::is_env_name(name) {
             return Err(ApiError::bad_request(format!(
                 "environment variable name {name:?} is not valid: use letters, digits and _, not starting with a digit"
             )));
         }
-        if value.contains('\0') {
+        if !rules::is_env_value(value) {
             return Err(ApiError::bad_request(format!(
                 "environment variable {name} contains a NUL byte"
             )));
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(allow: &[&str], env: &[(&str, &str)], hosts: &[(&str, &str)]) -> SandboxSpec {
+        SandboxSpec {
+            allow_out: allow.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            hosts: hosts
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..SandboxSpec::default()
+        }
+    }
+
+    #[test]
+    fn specs_with_bad_rules_names_or_aliases_are_refused() {
+        assert!(check_spec(&spec(
+            &["*.example.com:443"],
+            &[("A_1", "x")],
+            &[("api", "127.0.0.1:80")]
+        ))
+        .is_ok());
+        for bad in [
+            spec(&["x:99999"], &[], &[]),
+            spec(&["http://x"], &[], &[]),
+            spec(&[], &[("1A", "x")], &[]),
+            spec(&[], &[("A", "a\0b")], &[]),
+            spec(&[], &[], &[("API", "127.0.0.1:80")]),
+            spec(&[], &[], &[("api", "127.0.0.1")]),
+        ] {
+            assert!(check_spec(&bad).is_err(), "{bad:?}");
+        }
+    }
 }

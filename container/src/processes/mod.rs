@@ -1,120 +1,19 @@
 //! Background processes of a sandbox: started detached from any request, output written to log
 //! files in the sandbox directory (outside the workspace), listed, read and killed by id.
 
+use crate::clock::now_ms;
 use crate::error::{ApiError, Result};
-use crate::sandbox::{self, Registry, Sandbox};
+use crate::sandbox::{Registry, Sandbox};
+use table::{signal, Entry, MAX_TRACKED};
+
+pub mod table;
 use handoff_wire::{ProcessInfo, ProcessLogs, StartProcess, EXEC_OUTPUT_CAP};
-use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// At most this many processes are remembered per sandbox (finished ones are forgotten first).
-const MAX_TRACKED: usize = 64;
-
-pub struct Table {
-    logs: PathBuf,
-    next: AtomicU64,
-    entries: Mutex<BTreeMap<u64, Arc<Mutex<Entry>>>>,
-}
-
-struct Entry {
-    info: ProcessInfo,
-    pgid: Option<i32>,
-}
-
-impl Table {
-    pub fn new(logs: PathBuf) -> Table {
-        Table {
-            logs,
-            next: AtomicU64::new(1),
-            entries: Mutex::new(BTreeMap::new()),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Mutex<Entry>>>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn running_count(&self) -> usize {
-        self.lock()
-            .values()
-            .filter(|e| e.lock().map(|e| e.info.running).unwrap_or(false))
-            .count()
-    }
-
-    pub fn list(&self) -> Vec<ProcessInfo> {
-        self.lock()
-            .values()
-            .filter_map(|e| e.lock().ok().map(|e| e.info.clone()))
-            .collect()
-    }
-
-    fn get(&self, id: u64) -> Result<Arc<Mutex<Entry>>> {
-        self.lock().get(&id).cloned().ok_or_else(|| {
-            ApiError::not_found(format!(
-                "process {id} is not known in this sandbox; list the processes"
-            ))
-        })
-    }
-
-    fn log_paths(&self, id: u64) -> (PathBuf, PathBuf) {
-        (
-            self.logs.join(format!("{id}.out")),
-            self.logs.join(format!("{id}.err")),
-        )
-    }
-
-    /// Kills every process group this table started.
-    pub async fn kill_all(&self) {
-        let groups: Vec<i32> = self
-            .lock()
-            .values()
-            .filter_map(|e| e.lock().ok().and_then(|e| e.pgid))
-            .collect();
-        for pgid in groups {
-            signal(pgid, libc::SIGKILL);
-        }
-        // Reaping happens on each process's own task; wait for it so callers (stop, pause)
-        // report the processes as gone rather than racing them.
-        for _ in 0..100 {
-            if self.running_count() == 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Forgets the oldest finished processes beyond `MAX_TRACKED`.
-    fn prune(&self) {
-        let mut entries = self.lock();
-        while entries.len() >= MAX_TRACKED {
-            let finished = entries
-                .iter()
-                .find(|(_, e)| e.lock().map(|e| !e.info.running).unwrap_or(true))
-                .map(|(id, _)| *id);
-            match finished {
-                Some(id) => {
-                    entries.remove(&id);
-                    let (out, err) = self.log_paths(id);
-                    let _ = std::fs::remove_file(out);
-                    let _ = std::fs::remove_file(err);
-                }
-                None => break,
-            }
-        }
-    }
-}
-
-fn signal(pgid: i32, sig: i32) {
-    // SAFETY: pgid leads a group this daemon created with `process_group(0)`.
-    unsafe {
-        libc::killpg(pgid, sig);
-    }
-}
 
 pub async fn start(
     registry: &Registry,
@@ -153,7 +52,7 @@ pub async fn start(
             .argv
             .as_ref()
             .map_or_else(|| req.command.clone(), |a| a.join(" ")),
-        started_at: sandbox::now_ms(),
+        started_at: now_ms(),
         running: true,
         exit_code: None,
     };

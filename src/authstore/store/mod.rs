@@ -2,7 +2,9 @@
 //! secrets) are stored only as SHA-256 hashes. All functions are synchronous, so a sequence of
 //! them without an `await` between is atomic within the Durable Object.
 
-use super::api::{AccessGrant, AuthRequest, ClientKind, ClientRecord, PendingRequest};
+pub mod rate;
+
+use crate::authstore::api::{AccessGrant, AuthRequest, ClientKind, ClientRecord, PendingRequest};
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use worker::SqlStorage;

@@ -2,6 +2,9 @@
 //! thin: authenticate, decode, call the domain module, encode.
 
 use crate::auth::Verifier;
+use extract::{Authorized, JsonBody, SandboxId};
+
+mod extract;
 use crate::error::{ApiError, Result};
 use crate::sandbox::{Registry, Sandbox};
 use crate::{exec, files, git, ports, processes, snapshot};
@@ -16,7 +19,6 @@ use handoff_wire::{
     EgressLog, Encoding, ExecRequest, GitCheckout, GitClone, Health, PortList, ProcessList,
     SandboxSpec, StartProcess, Verdict, WRITE_CAP,
 };
-use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -87,24 +89,6 @@ pub fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-/// Checks the token for `id` and returns the sandbox.
-fn authorize(app: &App, headers: &HeaderMap, id: &str) -> Result<Arc<Sandbox>> {
-    authorize_token(app, headers, id)?;
-    app.registry.get(id)
-}
-
-fn authorize_token(app: &App, headers: &HeaderMap, id: &str) -> Result<()> {
-    let header = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    app.verifier.check(header, id)
-}
-
-fn decode<T: DeserializeOwned>(body: &Bytes) -> Result<T> {
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
-}
-
 fn param<'a>(params: &'a HashMap<String, String>, name: &str) -> Result<&'a str> {
     params
         .get(name)
@@ -128,55 +112,36 @@ async fn health(State(app): AppState) -> Json<Health> {
 
 async fn put_sandbox(
     State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
+    SandboxId(id): SandboxId,
     body: Bytes,
 ) -> Result<impl IntoResponse> {
-    authorize_token(&app, &headers, &id)?;
     let spec: SandboxSpec = if body.is_empty() {
         SandboxSpec::default()
     } else {
-        decode(&body)?
+        extract::decode(&body)?
     };
     let sandbox = app.registry.put(&id, spec)?;
     Ok(Json(sandbox.state().await))
 }
 
-async fn get_sandbox(
-    State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
+async fn get_sandbox(Authorized(sandbox): Authorized) -> Result<impl IntoResponse> {
     Ok(Json(sandbox.state().await))
 }
 
 async fn delete_sandbox(
     State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
+    Authorized(sandbox): Authorized,
 ) -> Result<StatusCode> {
-    authorize(&app, &headers, &id)?;
-    app.registry.delete(&id).await?;
+    app.registry.delete(&sandbox.id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn stop(
-    State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
+async fn stop(Authorized(sandbox): Authorized) -> Result<impl IntoResponse> {
     sandbox.stop().await;
     Ok(Json(sandbox.state().await))
 }
 
-async fn get_snapshot(
-    State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-) -> Result<Response> {
-    let sandbox = authorize(&app, &headers, &id)?;
+async fn get_snapshot(Authorized(sandbox): Authorized) -> Result<Response> {
     // Nothing may run while the workspace is packed: a process racing the walk could
     // otherwise swap a directory for a link out of the workspace.
     let _exclusive = sandbox.gate.write().await;
@@ -195,13 +160,7 @@ async fn get_snapshot(
         .into_response())
 }
 
-async fn put_snapshot(
-    State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
+async fn put_snapshot(Authorized(sandbox): Authorized, body: Body) -> Result<impl IntoResponse> {
     let path = snapshot::receive(&sandbox, body.into_data_stream()).await?;
     // Nothing may run while the workspace is swapped.
     let _exclusive = sandbox.gate.write().await;
@@ -214,23 +173,17 @@ async fn put_snapshot(
 
 async fn exec_run(
     State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    Authorized(sandbox): Authorized,
+    JsonBody(req): JsonBody<ExecRequest>,
 ) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
-    let req: ExecRequest = decode(&body)?;
     Ok(Json(exec::run(&app.registry, &sandbox, &req).await?))
 }
 
 async fn exec_stream(
     State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    Authorized(sandbox): Authorized,
+    JsonBody(req): JsonBody<ExecRequest>,
 ) -> Result<Response> {
-    let sandbox = authorize(&app, &headers, &id)?;
-    let req: ExecRequest = decode(&body)?;
     let rx = exec::stream(app.registry.clone(), sandbox, req).await?;
     let lines = futures::stream::unfold(rx, |mut rx| async move {
         let event = rx.recv().await?;
@@ -247,41 +200,29 @@ async fn exec_stream(
 
 async fn start_process(
     State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    Authorized(sandbox): Authorized,
+    JsonBody(req): JsonBody<StartProcess>,
 ) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
-    let req: StartProcess = decode(&body)?;
     Ok(Json(processes::start(&app.registry, &sandbox, &req).await?))
 }
 
-async fn list_processes(
-    State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
+async fn list_processes(Authorized(sandbox): Authorized) -> Result<impl IntoResponse> {
     Ok(Json(ProcessList {
         processes: sandbox.processes.list(),
     }))
 }
 
 async fn process_logs(
-    State(app): AppState,
-    Path((id, pid)): Path<(String, u64)>,
-    headers: HeaderMap,
+    Authorized(sandbox): Authorized,
+    Path((_, pid)): Path<(String, u64)>,
 ) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
     Ok(Json(processes::logs(&sandbox, pid)?))
 }
 
 async fn kill_process(
-    State(app): AppState,
-    Path((id, pid)): Path<(String, u64)>,
-    headers: HeaderMap,
+    Authorized(sandbox): Authorized,
+    Path((_, pid)): Path<(String, u64)>,
 ) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
     Ok(Json(processes::kill(&sandbox, pid).await?))
 }
 
@@ -296,12 +237,9 @@ fn encoding(params: &HashMap<String, String>) -> Result<Encoding> {
 }
 
 async fn read_file(
-    State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
+    Authorized(sandbox): Authorized,
     Query(params): Params,
 ) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
     let resolved = files::resolve(param(&params, "path")?)?;
     let encoding = encoding(&params)?;
     let _shared = sandbox.gate.read().await;
@@ -312,13 +250,11 @@ async fn read_file(
 }
 
 async fn write_file(
-    State(app): AppState,
-    Path(id): Path<String>,
+    Authorized(sandbox): Authorized,
     headers: HeaderMap,
     Query(params): Params,
     body: Body,
 ) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
     let resolved = files::resolve(param(&params, "path")?)?;
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -343,13 +279,7 @@ async fn write_file(
     ))
 }
 
-async fn delete_file(
-    State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    Query(params): Params,
-) -> Result<StatusCode> {
-    let sandbox = authorize(&app, &headers, &id)?;
+async fn delete_file(Authorized(sandbox): Authorized, Query(params): Params) -> Result<StatusCode> {
     let resolved = files::resolve(param(&params, "path")?)?;
     let recursive = params
         .get("recursive")
@@ -361,12 +291,9 @@ async fn delete_file(
 }
 
 async fn list_files(
-    State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
+    Authorized(sandbox): Authorized,
     Query(params): Params,
 ) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
     let resolved = files::resolve(params.get("path").map(String::as_str).unwrap_or(""))?;
     let _shared = sandbox.gate.read().await;
     let home = sandbox.home.clone();
@@ -374,12 +301,9 @@ async fn list_files(
 }
 
 async fn mkdir(
-    State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
+    Authorized(sandbox): Authorized,
     Query(params): Params,
 ) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
     let resolved = files::resolve(param(&params, "path")?)?;
     let _shared = sandbox.gate.read().await;
     let (home, owner) = (sandbox.home.clone(), sandbox.owner());
@@ -388,13 +312,7 @@ async fn mkdir(
     ))
 }
 
-async fn zip_dir(
-    State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    Query(params): Params,
-) -> Result<Response> {
-    let sandbox = authorize(&app, &headers, &id)?;
+async fn zip_dir(Authorized(sandbox): Authorized, Query(params): Params) -> Result<Response> {
     let resolved = files::resolve(params.get("path").map(String::as_str).unwrap_or(""))?;
     let _shared = sandbox.gate.read().await;
     let home = sandbox.home.clone();
@@ -404,32 +322,24 @@ async fn zip_dir(
 
 async fn git_clone(
     State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    Authorized(sandbox): Authorized,
+    JsonBody(req): JsonBody<GitClone>,
 ) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
-    let req: GitClone = decode(&body)?;
     Ok(Json(git::clone(&app.registry, &sandbox, &req).await?))
 }
 
 async fn git_checkout(
     State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    Authorized(sandbox): Authorized,
+    JsonBody(req): JsonBody<GitCheckout>,
 ) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
-    let req: GitCheckout = decode(&body)?;
     Ok(Json(git::checkout(&app.registry, &sandbox, &req).await?))
 }
 
 async fn list_ports(
     State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
+    Authorized(sandbox): Authorized,
 ) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
     Ok(Json(PortList {
         ports: ports::list(&app.registry, &sandbox).await?,
     }))
@@ -437,28 +347,29 @@ async fn list_ports(
 
 async fn preview_root(
     State(app): AppState,
-    Path((id, port)): Path<(String, u16)>,
+    Authorized(sandbox): Authorized,
+    Path((_, port)): Path<(String, u16)>,
     req: Request<Body>,
 ) -> Result<Response> {
-    forward(app, id, port, String::new(), req).await
+    forward(app, sandbox, port, String::new(), req).await
 }
 
 async fn preview(
     State(app): AppState,
-    Path((id, port, path)): Path<(String, u16, String)>,
+    Authorized(sandbox): Authorized,
+    Path((_, port, path)): Path<(String, u16, String)>,
     req: Request<Body>,
 ) -> Result<Response> {
-    forward(app, id, port, path, req).await
+    forward(app, sandbox, port, path, req).await
 }
 
 async fn forward(
     app: Arc<App>,
-    id: String,
+    sandbox: Arc<Sandbox>,
     port: u16,
     path: String,
     req: Request<Body>,
 ) -> Result<Response> {
-    let sandbox = authorize(&app, req.headers(), &id)?;
     let query = req
         .uri()
         .query()
@@ -469,12 +380,9 @@ async fn forward(
 }
 
 async fn egress_log(
-    State(app): AppState,
-    Path(id): Path<String>,
-    headers: HeaderMap,
+    Authorized(sandbox): Authorized,
     Query(params): Params,
 ) -> Result<impl IntoResponse> {
-    let sandbox = authorize(&app, &headers, &id)?;
     let limit = match params.get("limit") {
         Some(v) => v
             .parse::<usize>()
@@ -497,3 +405,6 @@ async fn egress_log(
         entries: sandbox.egress.read(limit, verdict),
     }))
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,8 +1,8 @@
 //! Rate limits in the OAuth store: fixed windows per bucket and key (a client address, or `*`
 //! for everyone), checked — and counted when asked — inside the store's single-threaded event.
-//! The `rate` table is created with the rest of the schema in `store.rs`.
+//! The `rate` table is created with the rest of the schema in `store/mod.rs`.
 
-use super::api::RateHit;
+use crate::authstore::api::RateHit;
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use worker::SqlStorage;

@@ -5,7 +5,7 @@
 use crate::config;
 use crate::error::{Error, Result};
 use crate::ids;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use crate::jwt;
 use serde::{Deserialize, Serialize};
 use worker::Env;
 
@@ -72,27 +72,20 @@ pub fn mint(
         exp,
         repo: repo.map(str::to_ascii_lowercase),
     };
-    let key =
-        EncodingKey::from_secret(&secret(env)?).map_err(|e| Error::internal(e.to_string()))?;
-    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key)
+    jwt::sign(&secret(env)?, &claims)
         .map_err(|e| Error::internal(format!("signing a proxy token: {e}")))
 }
 
 /// The claims of a live token for `service`; any other token is refused.
 pub fn verify(env: &Env, token: &str, service: Service) -> Result<ProxyClaims> {
-    let key =
-        DecodingKey::from_secret(&secret(env)?).map_err(|e| Error::internal(e.to_string()))?;
-    let mut validation = Validation::new(Algorithm::HS256);
-    validation.set_audience(&[service.audience()]);
-    validation.set_issuer(&[ISSUER]);
-    validation.set_required_spec_claims(&["exp", "aud", "iss", "sub"]);
-    validation.leeway = 0;
-    jsonwebtoken::decode::<ProxyClaims>(token, &key, &validation)
-        .map(|data| data.claims)
-        .map_err(|e| {
-            Error::new(
-                crate::error::ErrorKind::Unauthorized,
-                format!("proxy token refused: {e}"),
-            )
-        })
+    let expect = jwt::Expect {
+        audience: service.audience(),
+        issuer: Some(ISSUER),
+    };
+    jwt::verify(&secret(env)?, token, &expect).map_err(|e| {
+        Error::new(
+            crate::error::ErrorKind::Unauthorized,
+            format!("proxy token refused: {e}"),
+        )
+    })
 }

@@ -1,4 +1,7 @@
-//! What a sandbox object can be asked, and the typed client the Worker uses.
+//! What a sandbox object can be asked, and the typed client the Worker uses (with the reader of
+//! a streamed exec, `exec_stream`).
+
+pub mod exec_stream;
 
 use crate::error::Result;
 use crate::rpc::{self, Ack};

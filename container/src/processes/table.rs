@@ -1,0 +1,115 @@
+//! A sandbox's table of background processes (its part of the sandbox's state): ids, what each
+//! runs, its process group, and the signals that end them.
+
+use crate::error::{ApiError, Result};
+use handoff_wire::ProcessInfo;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// At most this many processes are remembered per sandbox (finished ones are forgotten first).
+pub const MAX_TRACKED: usize = 64;
+
+/// A sandbox's background processes: the ones running and the last finished ones.
+pub struct Table {
+    pub(crate) logs: PathBuf,
+    pub(crate) next: AtomicU64,
+    entries: Mutex<BTreeMap<u64, Arc<Mutex<Entry>>>>,
+}
+
+pub(crate) struct Entry {
+    pub(crate) info: ProcessInfo,
+    pub(crate) pgid: Option<i32>,
+}
+
+impl Table {
+    pub fn new(logs: PathBuf) -> Table {
+        Table {
+            logs,
+            next: AtomicU64::new(1),
+            entries: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Mutex<Entry>>>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn running_count(&self) -> usize {
+        self.lock()
+            .values()
+            .filter(|e| e.lock().map(|e| e.info.running).unwrap_or(false))
+            .count()
+    }
+
+    pub fn list(&self) -> Vec<ProcessInfo> {
+        self.lock()
+            .values()
+            .filter_map(|e| e.lock().ok().map(|e| e.info.clone()))
+            .collect()
+    }
+
+    pub(crate) fn get(&self, id: u64) -> Result<Arc<Mutex<Entry>>> {
+        self.lock().get(&id).cloned().ok_or_else(|| {
+            ApiError::not_found(format!(
+                "process {id} is not known in this sandbox; list the processes"
+            ))
+        })
+    }
+
+    pub(crate) fn log_paths(&self, id: u64) -> (PathBuf, PathBuf) {
+        (
+            self.logs.join(format!("{id}.out")),
+            self.logs.join(format!("{id}.err")),
+        )
+    }
+
+    /// Kills every process group this table started.
+    pub async fn kill_all(&self) {
+        let groups: Vec<i32> = self
+            .lock()
+            .values()
+            .filter_map(|e| e.lock().ok().and_then(|e| e.pgid))
+            .collect();
+        for pgid in groups {
+            signal(pgid, libc::SIGKILL);
+        }
+        // Reaping happens on each process's own task; wait for it so callers (stop, pause)
+        // report the processes as gone rather than racing them.
+        for _ in 0..100 {
+            if self.running_count() == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Forgets the oldest finished processes beyond `MAX_TRACKED`.
+    pub(crate) fn prune(&self) {
+        let mut entries = self.lock();
+        while entries.len() >= MAX_TRACKED {
+            let finished = entries
+                .iter()
+                .find(|(_, e)| e.lock().map(|e| !e.info.running).unwrap_or(true))
+                .map(|(id, _)| *id);
+            match finished {
+                Some(id) => {
+                    entries.remove(&id);
+                    let (out, err) = self.log_paths(id);
+                    let _ = std::fs::remove_file(out);
+                    let _ = std::fs::remove_file(err);
+                }
+                None => break,
+            }
+        }
+    }
+}
+
+pub(crate) fn signal(pgid: i32, sig: i32) {
+    // SAFETY: pgid leads a group this daemon created with `process_group(0)`.
+    unsafe {
+        libc::killpg(pgid, sig);
+    }
+}
