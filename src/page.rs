@@ -8,14 +8,15 @@
 
 use crate::artifacts;
 use crate::error::{ErrorKind, Result};
-use crate::html::{self, escape};
+use crate::html;
 use crate::http;
 use crate::ids;
 use crate::ledger::api::{GetRun, Ledger};
 use crate::links;
 use crate::oauth;
-use crate::runs::RunRecord;
+use crate::runs::{RunOutcome, RunRecord};
 use crate::time::rfc3339;
+use maud::{html, Markup};
 use worker::{Env, Request, Response};
 
 pub async fn handle(req: Request, env: &Env) -> Result<Response> {
@@ -44,14 +45,7 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
                 } else {
                     404
                 };
-                return respond(
-                    status,
-                    &page(
-                        "Link not valid",
-                        &format!("<p>{}</p>", escape(&e.message)),
-                        false,
-                    ),
-                );
+                return respond(status, &html::message("Link not valid", &e.message));
             }
         }
         None if !owner => return sign_in(&path),
@@ -68,7 +62,7 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
         Err(e) if e.kind == ErrorKind::NotFound => {
             return respond(
                 404,
-                &page("Run not found", "<p>This run does not exist.</p>", false),
+                &html::message("Run not found", "This run does not exist."),
             )
         }
         Err(e) => return Err(e),
@@ -83,7 +77,7 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
     };
     respond(
         200,
-        &page(&run.title, &run_body(&run, &transcript_link), active),
+        &page(&run.title, run_body(&run, &transcript_link), active),
     )
 }
 
@@ -96,11 +90,7 @@ async fn serve_transcript(env: &Env, run_id: &str) -> Result<Response> {
     let Some(object) = object else {
         return respond(
             404,
-            &page(
-                "No transcript",
-                "<p>This run has no transcript (yet).</p>",
-                false,
-            ),
+            &html::message("No transcript", "This run has no transcript (yet)."),
         );
     };
     let body = object
@@ -123,110 +113,87 @@ fn sign_in(path: &str) -> Result<Response> {
     Ok(Response::empty()?.with_status(302).with_headers(headers))
 }
 
-fn run_body(run: &RunRecord, transcript_link: &str) -> String {
-    let mut rows = vec![
-        row("Status", run.status.as_str()),
-        row("Run", &run.id),
-        row("Session", &run.session_id),
-        row("Created", &rfc3339(run.created_at)),
-    ];
-    if let Some(repo) = &run.repository {
-        rows.push(row("Repository", repo));
-    }
-    if let Some(branch) = &run.branch {
-        rows.push(row("Branch", branch));
-    }
-    if let Some(at) = run.completed_at {
-        rows.push(row("Ended", &rfc3339(at)));
-    }
-    let mut steps_html = String::new();
-    if let Some(p) = &run.progress {
-        rows.push(row("Progress", &format!("{}: {}", p.phase, p.message)));
-        if let Some(d) = &p.detail {
-            let tokens = d.tokens.input + d.tokens.output + d.tokens.reasoning;
-            rows.push(row(
-                "Agent",
-                &format!("{} steps, {tokens} tokens, ${:.4}", d.steps, d.cost_usd),
-            ));
-            if !d.recent.is_empty() {
-                let items: Vec<String> = d
-                    .recent
-                    .iter()
-                    .map(|s| {
-                        format!(
-                            "<li><b>{}</b> {} <i>{}</i></li>",
-                            escape(&s.tool),
-                            escape(&s.title),
-                            escape(&s.status)
-                        )
-                    })
-                    .collect();
-                steps_html = format!("<h2>Latest steps</h2><ol>{}</ol>", items.join(""));
+fn run_body(run: &RunRecord, transcript_link: &str) -> Markup {
+    let detail = run.progress.as_ref().and_then(|p| p.detail.as_ref());
+    let outcome = run.outcome.as_ref();
+    html! {
+        table {
+            (row("Status", run.status.as_str()))
+            (row("Run", &run.id))
+            (row("Session", &run.session_id))
+            (row("Created", &rfc3339(run.created_at)))
+            @if let Some(repo) = &run.repository { (row("Repository", repo)) }
+            @if let Some(branch) = &run.branch { (row("Branch", branch)) }
+            @if let Some(at) = run.completed_at { (row("Ended", &rfc3339(at))) }
+            @if let Some(p) = &run.progress { (row("Progress", &format!("{}: {}", p.phase, p.message))) }
+            @if let Some(d) = detail {
+                (row("Agent", &format!(
+                    "{} steps, {} tokens, ${:.4}",
+                    d.steps,
+                    d.tokens.input + d.tokens.output + d.tokens.reasoning,
+                    d.cost_usd
+                )))
+            }
+            @if let Some(outcome) = outcome {
+                @if let Some(summary) = &outcome.summary { (row("Summary", summary)) }
+                @if let Some(url) = &outcome.pull_request_url {
+                    tr { th { "Pull request" } td { a href=(url) { (url) } } }
+                }
+                @if let Some(branch) = &outcome.branch { (row("Branch pushed", branch)) }
+                @if let Some(stat) = &outcome.diffstat { (row("Diff", stat)) }
+                @if !outcome.changed_files.is_empty() {
+                    (row("Changed files", &outcome.changed_files.join("\n")))
+                }
+                @if !outcome.left_out.is_empty() {
+                    (row("Left out (by-products)", &outcome.left_out.join("\n")))
+                }
+                @if !outcome.commits.is_empty() {
+                    (row("Commits", &commit_lines(outcome)))
+                }
+                @if outcome.transcript {
+                    tr {
+                        th { "Transcript" }
+                        td { a href=(transcript_link) { "full agent transcript (JSON)" } }
+                    }
+                }
+            }
+            @if let Some(error) = &run.error {
+                (row("Error", &format!("{}: {}", error.code.as_str(), error.message)))
             }
         }
+        @if let Some(d) = detail.filter(|d| !d.recent.is_empty()) {
+            h2 { "Latest steps" }
+            ol {
+                @for s in &d.recent {
+                    li { b { (s.tool) } " " (s.title) " " i { (s.status) } }
+                }
+            }
+        }
+        h2 { "Task" }
+        pre { (run.task) }
     }
-    if let Some(outcome) = &run.outcome {
-        if let Some(summary) = &outcome.summary {
-            rows.push(row("Summary", summary));
-        }
-        if let Some(url) = &outcome.pull_request_url {
-            rows.push(format!(
-                "<tr><th>Pull request</th><td><a href=\"{0}\">{0}</a></td></tr>",
-                escape(url)
-            ));
-        }
-        if let Some(branch) = &outcome.branch {
-            rows.push(row("Branch pushed", branch));
-        }
-        if let Some(stat) = &outcome.diffstat {
-            rows.push(row("Diff", stat));
-        }
-        if !outcome.changed_files.is_empty() {
-            rows.push(row("Changed files", &outcome.changed_files.join("\n")));
-        }
-        if !outcome.left_out.is_empty() {
-            rows.push(row("Left out (by-products)", &outcome.left_out.join("\n")));
-        }
-        if !outcome.commits.is_empty() {
-            let commits: Vec<String> = outcome
-                .commits
-                .iter()
-                .map(|c| {
-                    let short: String = c.sha.chars().take(10).collect();
-                    format!("{short} {}", c.message)
-                })
-                .collect();
-            rows.push(row("Commits", &commits.join("\n")));
-        }
-        if outcome.transcript {
-            rows.push(format!(
-                "<tr><th>Transcript</th><td><a href=\"{}\">full agent transcript (JSON)</a></td></tr>",
-                escape(transcript_link)
-            ));
-        }
-    }
-    if let Some(error) = &run.error {
-        rows.push(row(
-            "Error",
-            &format!("{}: {}", error.code.as_str(), error.message),
-        ));
-    }
-    format!(
-        "<table>{}</table>{steps_html}<h2>Task</h2><pre>{}</pre>",
-        rows.join(""),
-        escape(&run.task)
-    )
 }
 
-fn row(label: &str, value: &str) -> String {
-    format!("<tr><th>{label}</th><td>{}</td></tr>", escape(value))
+/// One line per commit: its short sha and message.
+fn commit_lines(outcome: &RunOutcome) -> String {
+    let lines: Vec<String> = outcome
+        .commits
+        .iter()
+        .map(|c| {
+            let short: String = c.sha.chars().take(10).collect();
+            format!("{short} {}", c.message)
+        })
+        .collect();
+    lines.join("\n")
 }
 
-fn page(title: &str, body: &str, refresh: bool) -> String {
-    let head = if refresh {
-        "<meta http-equiv=\"refresh\" content=\"5\">"
-    } else {
-        ""
+fn row(label: &str, value: &str) -> Markup {
+    html! { tr { th { (label) } td { (value) } } }
+}
+
+fn page(title: &str, body: Markup, refresh: bool) -> String {
+    let head = html! {
+        @if refresh { meta http-equiv="refresh" content="5"; }
     };
     html::document(title, head, body)
 }

@@ -5,7 +5,8 @@
 use super::clients::redirect_label;
 use crate::authstore::api::{ClientKind, PendingRequest};
 use crate::error::{Error, ErrorKind, Result};
-use crate::html::{self, escape};
+use crate::html;
+use maud::html;
 use worker::Response;
 
 /// What the consent page needs beyond the request.
@@ -22,72 +23,61 @@ pub struct ConsentView<'a> {
 
 pub fn page(view: &ConsentView) -> String {
     let request = &view.pending.request;
-    let name = escape(&request.client_name);
-    let destination = escape(&redirect_label(&request.redirect_uri));
-    let provenance = match request.client_kind {
-        ClientKind::Registered => {
-            "This name was chosen by the app itself when it registered. Approve only if you just asked an app to connect to handoff.".to_string()
+    let body = html! {
+        @if let Some(problem) = view.problem {
+            p.error role="alert" { (problem) }
         }
-        ClientKind::Document => format!(
-            "Its details are published at {}.",
-            escape(&request.client_id)
-        ),
+        div.box {
+            p {
+                strong { (request.client_name) }
+                " wants to use this handoff deployment: start coding runs, use sandboxes and read \
+                 their results, as you."
+            }
+            p.muted {
+                @match request.client_kind {
+                    ClientKind::Registered => {
+                        "This name was chosen by the app itself when it registered. Approve only \
+                         if you just asked an app to connect to handoff."
+                    }
+                    ClientKind::Document => { "Its details are published at " (request.client_id) "." }
+                }
+            }
+            p {
+                "After you decide, your browser goes back to "
+                strong { (redirect_label(&request.redirect_uri)) }
+                "."
+            }
+        }
+        form method="post" action="/oauth/consent" {
+            input type="hidden" name="request" value=(view.pending.id);
+            input type="hidden" name="csrf" value=(view.csrf);
+            @if let Some(owner) = view.owner {
+                p.muted { "Signed in as the owner (" (owner) ")." }
+            } @else if view.passphrase_enabled {
+                label for="passphrase" { "Owner passphrase" }
+                input type="password" id="passphrase" name="passphrase"
+                    autocomplete="current-password" required autofocus;
+            }
+            @if view.owner.is_some() || view.passphrase_enabled {
+                button.primary type="submit" name="decision" value="approve" { "Approve" }
+            }
+            button type="submit" name="decision" value="deny" formnovalidate { "Deny" }
+        }
+        @if view.owner.is_none() && view.github_enabled {
+            p { a.button href={ "/oauth/github?request=" (view.pending.id) } { "Sign in with GitHub" } }
+        }
     };
-    let problem = view
-        .problem
-        .map(|p| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(p)))
-        .unwrap_or_default();
-    let sign_in = match view.owner {
-        Some(owner) => format!(
-            "<p class=\"muted\">Signed in as the owner ({}).</p>",
-            escape(owner)
-        ),
-        None if view.passphrase_enabled => "<label for=\"passphrase\">Owner passphrase</label>\
-             <input type=\"password\" id=\"passphrase\" name=\"passphrase\" autocomplete=\"current-password\" required autofocus>"
-            .to_string(),
-        None => String::new(),
-    };
-    let github = if view.owner.is_none() && view.github_enabled {
-        format!(
-            "<p><a class=\"button\" href=\"/oauth/github?request={}\">Sign in with GitHub</a></p>",
-            escape(&view.pending.id)
-        )
-    } else {
-        String::new()
-    };
-    let approve = if view.owner.is_some() || view.passphrase_enabled {
-        "<button class=\"primary\" type=\"submit\" name=\"decision\" value=\"approve\">Approve</button>"
-    } else {
-        ""
-    };
-    let body = format!(
-        "{problem}<div class=\"box\"><p><strong>{name}</strong> wants to use this handoff deployment: \
-         start coding runs, use sandboxes and read their results, as you.</p>\
-         <p class=\"muted\">{provenance}</p>\
-         <p>After you decide, your browser goes back to <strong>{destination}</strong>.</p></div>\
-         <form method=\"post\" action=\"/oauth/consent\">\
-         <input type=\"hidden\" name=\"request\" value=\"{id}\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-         {sign_in}{approve}\
-         <button type=\"submit\" name=\"decision\" value=\"deny\" formnovalidate>Deny</button>\
-         </form>{github}",
-        id = escape(&view.pending.id),
-        csrf = escape(view.csrf),
-    );
     html::document(
         &format!("Allow {} to use handoff?", request.client_name),
-        "",
-        &body,
+        html! {},
+        body,
     )
 }
 
 /// An error page for problems that cannot be sent back to the client (unknown client, bad
 /// redirect URI, expired request, …).
 pub fn error_page(status: u16, title: &str, message: &str) -> Result<Response> {
-    html::respond(
-        status,
-        &html::document(title, "", &format!("<p>{}</p>", escape(message))),
-    )
+    html::respond(status, &html::message(title, message))
 }
 
 /// The page for an OAuth store refusal: an expired or answered request (404), a rate limit

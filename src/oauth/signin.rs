@@ -9,8 +9,9 @@ use super::params::Params;
 use crate::authstore::api::{AuthStore, Count};
 use crate::config;
 use crate::error::Result;
-use crate::html::{self, escape};
+use crate::html;
 use crate::ids;
+use maud::html;
 use worker::{Env, Headers, Request, Response};
 
 /// Where a sign-in may return to: a run page or its transcript, or the front page.
@@ -35,39 +36,36 @@ pub fn page(
     status: u16,
 ) -> Result<Response> {
     let (csrf, set_csrf) = owner::csrf(req, owner::is_https(base));
-    let problem = problem
-        .map(|p| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(p)))
-        .unwrap_or_default();
-    let passphrase = if config::owner_passphrase(env).is_some() {
-        format!(
-            "<form method=\"post\" action=\"/oauth/signin\">\
-             <input type=\"hidden\" name=\"next\" value=\"{}\">\
-             <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-             <label for=\"passphrase\">Owner passphrase</label>\
-             <input type=\"password\" id=\"passphrase\" name=\"passphrase\" autocomplete=\"current-password\" required autofocus>\
-             <button class=\"primary\" type=\"submit\">Sign in</button></form>",
-            escape(next),
-            escape(&csrf)
-        )
-    } else {
-        String::new()
+    let passphrase = config::owner_passphrase(env).is_some();
+    let github = config::github_sign_in(env).is_some();
+    let body = html! {
+        @if !passphrase && !github {
+            p { "Sign-in is not set up on this deployment (HANDOFF_OWNER_PASSPHRASE or GitHub sign-in)." }
+        } @else {
+            @if let Some(problem) = problem {
+                p.error role="alert" { (problem) }
+            }
+            p { "This page is for the owner of this handoff deployment." }
+            @if passphrase {
+                form method="post" action="/oauth/signin" {
+                    input type="hidden" name="next" value=(next);
+                    input type="hidden" name="csrf" value=(csrf);
+                    label for="passphrase" { "Owner passphrase" }
+                    input type="password" id="passphrase" name="passphrase"
+                        autocomplete="current-password" required autofocus;
+                    button.primary type="submit" { "Sign in" }
+                }
+            }
+            @if github {
+                p {
+                    a.button href={ "/oauth/github?next=" (crate::http::query_value(next)) } {
+                        "Sign in with GitHub"
+                    }
+                }
+            }
+        }
     };
-    let github = if config::github_sign_in(env).is_some() {
-        format!(
-            "<p><a class=\"button\" href=\"/oauth/github?next={}\">Sign in with GitHub</a></p>",
-            escape(
-                &worker::url::form_urlencoded::byte_serialize(next.as_bytes()).collect::<String>()
-            )
-        )
-    } else {
-        String::new()
-    };
-    let body = if passphrase.is_empty() && github.is_empty() {
-        "<p>Sign-in is not set up on this deployment (HANDOFF_OWNER_PASSPHRASE or GitHub sign-in).</p>".to_string()
-    } else {
-        format!("{problem}<p>This page is for the owner of this handoff deployment.</p>{passphrase}{github}")
-    };
-    let mut response = html::respond(status, &html::document("Sign in", "", &body))?;
+    let mut response = html::respond(status, &html::document("Sign in", html! {}, body))?;
     if let Some(cookie) = set_csrf {
         response.headers_mut().append("set-cookie", &cookie)?;
     }

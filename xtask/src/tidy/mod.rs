@@ -3,6 +3,7 @@
 //!
 //! - no source file over 500 lines outside `tests/`;
 //! - SQL only in the Durable Objects' `store.rs` (or `store/`) files;
+//! - no HTML built from string literals (pages are written with `maud`);
 //! - the Worker's layers only point down (domain → infrastructure → Durable Object APIs → their
 //!   implementations → adapters → `lib.rs`), no object's implementation reaches into another's,
 //!   and no two source files import each other, directly or round about;
@@ -65,6 +66,7 @@ pub fn run() -> Result {
     let mut problems = Vec::new();
     problems.extend(long_files(&root));
     problems.extend(sql_outside_stores(&root));
+    problems.extend(markup_in_strings(&root));
     let worker = modules(&root.join("src"));
     problems.extend(layer_violations(&worker));
     problems.extend(cycles(&worker, "the Worker"));
@@ -150,6 +152,32 @@ fn sql_outside_stores(root: &Path) -> Vec<String> {
         }
     }
     out
+}
+
+/// HTML is written with `maud` (which escapes what it splices), never as string literals.
+fn markup_in_strings(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for file in rust_files(&root.join("src")) {
+        let text = production(&fs::read_to_string(&file).unwrap_or_default());
+        if let Some(line) = text.lines().find(|l| has_markup_literal(l)) {
+            out.push(format!(
+                "{} builds HTML from a string ({}); write it with maud's html!",
+                relative(root, &file),
+                line.trim()
+            ));
+        }
+    }
+    out
+}
+
+/// Whether a line holds a string literal that starts with an HTML tag.
+fn has_markup_literal(line: &str) -> bool {
+    line.match_indices("\"<").any(|(at, _)| {
+        line[at + 2..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '/' || c == '!')
+    })
 }
 
 /// The first sign of SQL in `text`, if any.
@@ -309,6 +337,14 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].ends_with("a, b, c"), "{found:?}");
         assert!(cycles(&graph(&[("a", &["b"]), ("b", &[])]), "test").is_empty());
+    }
+
+    #[test]
+    fn markup_in_string_literals_is_recognised() {
+        assert!(has_markup_literal(r#"format!("<p>{}</p>", x)"#));
+        assert!(has_markup_literal(r#"let s = "</div>";"#));
+        assert!(!has_markup_literal(r#"html! { p { (x) } }"#));
+        assert!(!has_markup_literal(r#"if a < b { "<=" }"#));
     }
 
     #[test]
