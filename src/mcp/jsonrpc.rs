@@ -1,7 +1,7 @@
 //! JSON-RPC 2.0 framing: classifying an incoming message and building responses and errors with
 //! rmcp's wire types (`ErrorData`, `ErrorCode`, `RequestId`).
 
-use rmcp::model::{ErrorCode, ErrorData, RequestId};
+use rmcp::model::{ErrorCode, ErrorData, JsonRpcResponse, JsonRpcVersion2_0, RequestId};
 use serde_json::{json, Map, Value};
 
 /// One incoming JSON-RPC message, already checked for shape.
@@ -33,6 +33,9 @@ impl RpcError {
         }
     }
 
+    /// The error response. The id is `null` when the request's could not be read (JSON-RPC 2.0
+    /// §5, what clients of the initialize era expect), so this is not rmcp's `JsonRpcError`,
+    /// which omits it as MCP 2026-07-28 says.
     pub fn to_json(&self) -> Value {
         json!({
             "jsonrpc": "2.0",
@@ -67,7 +70,11 @@ pub fn method_not_found(id: RequestId, method: &str) -> RpcError {
 }
 
 pub fn result(id: &RequestId, result: Value) -> Value {
-    json!({ "jsonrpc": "2.0", "id": id.clone().into_json_value(), "result": result })
+    json!(JsonRpcResponse {
+        jsonrpc: JsonRpcVersion2_0,
+        id: id.clone(),
+        result,
+    })
 }
 
 /// Checks the JSON-RPC envelope of one parsed message.
@@ -139,6 +146,22 @@ mod tests {
         assert!(matches!(note, Ok(Message::Notification)));
         let resp = classify(json!({"jsonrpc":"2.0","id":"a","result":{}}));
         assert!(matches!(resp, Ok(Message::Response)));
+    }
+
+    #[test]
+    fn responses_echo_the_request_id_and_errors_without_one_say_null() {
+        let Ok(Message::Request { id, .. }) =
+            classify(json!({"jsonrpc":"2.0","id":"r-1","method":"ping"}))
+        else {
+            panic!("a request");
+        };
+        assert_eq!(
+            result(&id, json!({})),
+            json!({"jsonrpc": "2.0", "id": "r-1", "result": {}})
+        );
+        let unknown = parse_error("eof").to_json();
+        assert_eq!(unknown["id"], Value::Null);
+        assert_eq!(unknown["error"]["code"], -32700);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::runs::RunRecord;
 use crate::sandbox::api::{CloneRepo, Exec};
 use crate::tokens::Service;
 use handoff_wire::{GitClone, SandboxSpec, WORKSPACE};
+use worker::url::{Host, Url};
 
 /// The name inside a sandbox under which the egress proxy reaches a Worker on a private address.
 const WORKER_ALIAS: &str = "handoff-worker.internal";
@@ -107,32 +108,28 @@ impl Driver<'_> {
     }
 }
 
-/// `host:port` of an origin on a loopback or private address, which a sandbox can only reach
-/// through a configured name.
+/// `host:port` of an origin on a loopback or private address (IPv4, IPv6 or a `localhost`
+/// name), which a sandbox can only reach through a configured name.
 fn private_origin(origin: Option<&str>) -> Option<String> {
-    let origin = origin?;
-    let (scheme, rest) = origin.split_once("://")?;
-    let authority = rest.split('/').next()?;
-    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
-    let private = host == "localhost"
-        || host.ends_with(".localhost")
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback() || ip.is_private());
-    if !private {
-        return None;
+    let url = Url::parse(origin?).ok()?;
+    let port = url.port_or_known_default()?;
+    match url.host()? {
+        Host::Domain(name) if name == "localhost" || name.ends_with(".localhost") => {
+            Some(format!("{name}:{port}"))
+        }
+        Host::Ipv4(ip) if ip.is_loopback() || ip.is_private() || ip.is_link_local() => {
+            Some(format!("{ip}:{port}"))
+        }
+        // Loopback, unique local (fc00::/7) and link-local (fe80::/10).
+        Host::Ipv6(ip)
+            if ip.is_loopback()
+                || (ip.segments()[0] & 0xfe00) == 0xfc00
+                || (ip.segments()[0] & 0xffc0) == 0xfe80 =>
+        {
+            Some(format!("[{ip}]:{port}"))
+        }
+        _ => None,
     }
-    let port = authority
-        .rsplit_once(':')
-        .map(|(_, p)| p.to_string())
-        .unwrap_or_else(|| {
-            if scheme == "https" {
-                "443".into()
-            } else {
-                "80".into()
-            }
-        });
-    Some(format!("{host}:{port}"))
 }
 
 #[cfg(test)]
@@ -153,6 +150,21 @@ mod tests {
             private_origin(Some("https://handoff.example.workers.dev")),
             None
         );
+        assert_eq!(
+            private_origin(Some("http://[::1]:8787/mcp")).as_deref(),
+            Some("[::1]:8787")
+        );
+        assert_eq!(
+            private_origin(Some("https://[fd00::5]")).as_deref(),
+            Some("[fd00::5]:443")
+        );
+        assert_eq!(
+            private_origin(Some("http://10.1.2.3:9000")).as_deref(),
+            Some("10.1.2.3:9000")
+        );
+        assert_eq!(private_origin(Some("http://[2001:db8::1]:80")), None);
+        assert_eq!(private_origin(Some("http://8.8.8.8")), None);
+        assert_eq!(private_origin(Some("not a url")), None);
         assert_eq!(private_origin(None), None);
     }
 }
