@@ -33,7 +33,8 @@ repository, edits, runs the tests, commits, pushes a branch and opens a pull req
 Workflow:
 1. Call opencode_run_task with the task in plain words (and the https repository URL). It returns \
 a runId at once; the work continues without you.
-2. Poll opencode_get_result with the runId. Runs take minutes to hours: poll every 30-60 seconds \
+2. Poll opencode_get_result with the runId, or call opencode_wait, which returns as soon as the \
+run moves on (at most 50 seconds per call). Runs take minutes to hours: poll every 30-60 seconds \
 at first, then less often. status goes queued -> starting -> running -> completed | failed | \
 cancelled; progress.phase and progress.message say what the agent is doing.
 3. When completed, result.summary says what was done and result.pullRequestUrl links the pull \

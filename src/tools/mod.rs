@@ -11,6 +11,7 @@ mod sandbox_params;
 mod sandbox_views;
 mod schema;
 mod views;
+mod wait;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::ledger::api::Ledger;
@@ -204,6 +205,7 @@ tool_set!(
     runs::ListRuns,
     runs::CancelRun,
     runs::ListSessions,
+    wait::Wait,
     sandbox::Create,
     sandbox::List,
     sandbox::Info,

@@ -59,6 +59,39 @@ pub struct GetResultParams {
     pub run_id: String,
 }
 
+/// Wait for a run to move on: returns as soon as its status or progress changes (or, with
+/// untilDone, once it has ended), or after timeoutSeconds with changed false. Clients that ask
+/// for progress get notifications while it waits. Use it instead of calling opencode_get_result
+/// in a tight loop; call it again to keep following the run.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WaitParams {
+    /// The runId returned by opencode_run_task.
+    pub run_id: String,
+    /// How long to wait at most, in seconds: 1 to 50 (default 45), below the 60 s after which
+    /// many clients give up on a tool call.
+    #[schemars(range(min = 1, max = 50))]
+    pub timeout_seconds: Option<u32>,
+    /// Return only once the run has ended (default false: any change of status or progress).
+    pub until_done: Option<bool>,
+}
+
+pub const WAIT_DEFAULT_SECS: u32 = 45;
+pub const WAIT_MAX_SECS: u32 = 50;
+
+impl WaitParams {
+    /// The wait in seconds.
+    pub fn timeout_secs(&self) -> Result<u32> {
+        match self.timeout_seconds {
+            None => Ok(WAIT_DEFAULT_SECS),
+            Some(s) if (1..=WAIT_MAX_SECS).contains(&s) => Ok(s),
+            Some(s) => Err(Error::invalid(format!(
+                "`timeoutSeconds` must be between 1 and {WAIT_MAX_SECS} (got {s}); call again to keep waiting"
+            ))),
+        }
+    }
+}
+
 /// List runs, newest first, optionally for one session or with one status. Pages with
 /// nextCursor.
 #[derive(Debug, Deserialize, JsonSchema)]

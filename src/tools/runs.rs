@@ -23,7 +23,8 @@ pub struct ListRuns;
 pub struct CancelRun;
 pub struct ListSessions;
 
-const RUN_NOT_FOUND_HINT: &str = "check the runId, or call opencode_list_runs to see recent runs";
+pub(super) const RUN_NOT_FOUND_HINT: &str =
+    "check the runId, or call opencode_list_runs to see recent runs";
 
 impl ToolHandler for RunTask {
     const NAME: &'static str = "opencode_run_task";
@@ -261,7 +262,7 @@ impl ToolHandler for ListSessions {
     }
 }
 
-fn read_only() -> ToolAnnotations {
+pub(super) fn read_only() -> ToolAnnotations {
     ToolAnnotations::new()
         .read_only(true)
         .destructive(false)
@@ -270,7 +271,7 @@ fn read_only() -> ToolAnnotations {
 }
 
 /// Appends what to do next to errors of one kind.
-fn hint(error: Error, kind: ErrorKind, next: &str) -> Error {
+pub(super) fn hint(error: Error, kind: ErrorKind, next: &str) -> Error {
     if error.kind == kind {
         Error::new(kind, format!("{}; {next}", error.message))
     } else {

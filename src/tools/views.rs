@@ -101,6 +101,17 @@ pub struct RunView {
     pub web_ui_url: Option<String>,
 }
 
+/// What a wait saw: whether the run moved on, how long it waited, and the run as it is now.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitOutput {
+    /// True when the run's status or progress changed (or, with untilDone, it ended) while
+    /// waiting; false when the wait timed out, or the run had already ended.
+    pub changed: bool,
+    pub waited_ms: u64,
+    pub run: RunView,
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunSummaryView {

@@ -14,6 +14,7 @@ mod runs;
 mod sandboxes;
 mod security;
 mod tools_list;
+mod wait;
 
 use handoff_tests::worker;
 

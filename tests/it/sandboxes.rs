@@ -188,13 +188,16 @@ async fn exec_reports_exit_codes_stderr_caps_and_timeouts() {
 
 /// What a `tools/call` answered as an SSE stream: its messages, when the first progress
 /// notification arrived and when the stream ended.
-struct Streamed {
-    messages: Vec<Value>,
-    first_progress: Duration,
-    ended: Duration,
+/// What a streamed `tools/call` sent: its SSE messages, when the first progress notification
+/// and the end arrived.
+pub(crate) struct Streamed {
+    pub messages: Vec<Value>,
+    pub first_progress: Duration,
+    pub ended: Duration,
 }
 
-async fn call_streamed(mcp: &Mcp, body: String) -> Streamed {
+/// POSTs `body` expecting an SSE stream, and reads it to the end.
+pub(crate) async fn call_streamed(mcp: &Mcp, body: String) -> Streamed {
     let started = std::time::Instant::now();
     let mut response = mcp
         .http

@@ -19,6 +19,7 @@ async fn tools_have_descriptions_schemas_and_annotations() {
             "opencode_list_runs",
             "opencode_cancel_run",
             "opencode_list_sessions",
+            "opencode_wait",
             "sandbox_create",
             "sandbox_list",
             "sandbox_info",
