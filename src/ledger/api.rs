@@ -142,8 +142,12 @@ impl Ledger {
         rpc::send(&self.stub, &envelope).await
     }
 
-    /// Checks the handle's MCP session (only the envelope's check).
+    /// Checks the handle's MCP session (only the envelope's check); a handle without one (the
+    /// stateless era) has nothing to check and costs no round trip.
     pub async fn check_mcp_session(&self) -> Result<()> {
+        if self.mcp_session.is_none() {
+            return Ok(());
+        }
         self.call(CheckMcpSession {}).await.map(|_| ())
     }
 }

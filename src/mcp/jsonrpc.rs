@@ -36,6 +36,19 @@ impl RpcError {
     /// The error response. The id is `null` when the request's could not be read (JSON-RPC 2.0
     /// §5, what clients of the initialize era expect), so this is not rmcp's `JsonRpcError`,
     /// which omits it as MCP 2026-07-28 says.
+    /// An error with structured `data` (e.g. the supported versions of -32022).
+    pub fn with_data(
+        id: Option<RequestId>,
+        code: ErrorCode,
+        message: impl Into<String>,
+        data: Option<Value>,
+    ) -> Self {
+        Self {
+            id,
+            error: ErrorData::new(code, message.into(), data),
+        }
+    }
+
     pub fn to_json(&self) -> Value {
         json!({
             "jsonrpc": "2.0",

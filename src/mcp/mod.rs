@@ -1,7 +1,10 @@
 //! The MCP endpoint `/mcp` over Streamable HTTP: Origin and auth checks, body cap, session and
-//! protocol-version headers, JSON or SSE responses. Methods are handled in `server`.
+//! protocol-version headers, JSON or SSE responses. Both eras are served here, chosen per
+//! request: the initialize era (sessions) and 2026-07-28 (`modern`, stateless). Methods are
+//! handled in `server`.
 
 mod jsonrpc;
+mod modern;
 mod progress;
 mod protocol;
 mod server;
@@ -131,6 +134,9 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
             };
         }
     }
+    if modern::is_modern(&message, &|name| header(&headers, name)) {
+        return post_modern(&req, env, principal, message, mode, &headers).await;
+    }
     let request_id = match &message {
         Message::Request { id, .. } => Some(id.clone()),
         _ => None,
@@ -196,6 +202,64 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
     match progress::run(pending, token, status).await? {
         progress::Finished::Quickly(outcome) => finish(mode, outcome),
         progress::Finished::Streaming(response) => Ok(response),
+    }
+}
+
+/// A request of the modern era: no session, the ladder first, then the method; results
+/// decorated as the era wants them, errors with its HTTP statuses.
+async fn post_modern(
+    req: &Request,
+    env: &Env,
+    principal: Principal,
+    message: Message,
+    mode: Mode,
+    headers: &Headers,
+) -> Result<Response> {
+    let Message::Request { id, method, params } = message else {
+        // Notifications and stray responses need no answer (and there is no session).
+        return Ok(Response::empty()?.with_status(202));
+    };
+    let version = match modern::check(&id, &method, params.as_ref(), &|name| header(headers, name))
+    {
+        Ok(version) => version,
+        Err(refusal) => return Ok(error_response(refusal.status, &refusal.error)),
+    };
+    let ledger = Ledger::get(env)?;
+    let base_url = http::base_url(env, req);
+    let accepts_sse = accepts(header(headers, "accept").as_deref(), "text/event-stream");
+    let token = progress::token(params.as_ref()).filter(|_| accepts_sse);
+    let status = token.as_ref().map(|_| StatusLine::default());
+    let env = env.clone();
+    let reported = status.clone();
+    let pending = Box::pin(async move {
+        let ctx = Ctx {
+            env: &env,
+            principal,
+            ledger,
+            base_url,
+            status: reported,
+        };
+        let outcome = match method.as_str() {
+            "server/discover" => Ok(jsonrpc::result(&id, modern::discover())),
+            "tools/list" | "tools/call" => {
+                server::dispatch(&ctx, version, id, &method, params).await
+            }
+            _ => Err(Failure::Rpc(modern::method_not_found(id, &method))),
+        };
+        outcome.map(|value| modern::decorate(&method, value))
+    });
+    let outcome = match (token, status) {
+        (Some(token), Some(status)) => match progress::run(pending, token, status).await? {
+            progress::Finished::Quickly(outcome) => outcome,
+            progress::Finished::Streaming(response) => return Ok(response),
+        },
+        _ => pending.await,
+    };
+    match outcome {
+        Ok(value) => respond(mode, &value),
+        Err(Failure::Rpc(e) | Failure::SessionGone(e)) => {
+            Ok(error_response(modern::status_of(&e), &e))
+        }
     }
 }
 

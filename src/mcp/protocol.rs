@@ -46,13 +46,22 @@ sessionId to continue in the same sandbox and agent conversation. Pass an idempo
 retrying a call you are unsure went through: the same key never starts a second run. \
 opencode_cancel_run stops a run. webUiUrl opens a page that shows the run live.";
 
-pub fn initialize_result(version: &'static str) -> InitializeResult {
-    let capabilities = ServerCapabilities::builder().enable_tools().build();
+/// What this server offers, in every era.
+pub fn capabilities() -> ServerCapabilities {
+    ServerCapabilities::builder().enable_tools().build()
+}
+
+/// Who this server is, in every era.
+pub fn server_info() -> Implementation {
     let mut info = Implementation::new("handoff", env!("CARGO_PKG_VERSION"));
     info.title = Some("handoff — long coding tasks in a sandbox".into());
-    InitializeResult::new(capabilities)
+    info
+}
+
+pub fn initialize_result(version: &'static str) -> InitializeResult {
+    InitializeResult::new(capabilities())
         .with_protocol_version(rmcp_version(version))
-        .with_server_info(info)
+        .with_server_info(server_info())
         .with_instructions(INSTRUCTIONS)
 }
 

@@ -8,6 +8,7 @@ mod by_products;
 mod daemon_api;
 mod deploy;
 mod durability;
+mod eras;
 mod oauth;
 mod protocol;
 mod runs;

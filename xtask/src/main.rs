@@ -4,6 +4,7 @@
 mod containers;
 mod dev;
 mod proc;
+mod python;
 mod setup;
 mod test;
 mod tidy;

@@ -2,7 +2,7 @@
 //! checks (fmt, the structure checks of `tidy.rs`, clippy on native and wasm32), the unit tests and the integration tests that drive
 //! the real Worker in workerd; or the benchmark that prints figures.
 
-use crate::{containers, proc, root, setup, worker, Result};
+use crate::{containers, proc, python, root, setup, worker, Result};
 use std::process::Command;
 use std::time::Instant;
 
@@ -59,8 +59,10 @@ pub fn run(args: &[String]) -> Result {
             "--bins",
         ]),
     )?;
+    python::ensure()?;
     let mut integration = cargo();
     integration
+        .env("HANDOFF_PYTHON", python::interpreter())
         .args(["test", "-p", "handoff-tests", "--test", "it", "--"])
         .args(args);
     step("integration tests", &mut integration)?;
