@@ -41,6 +41,16 @@ pub fn sse_event(message: &impl std::fmt::Display) -> Vec<u8> {
     format!("event: message\ndata: {message}\n\n").into_bytes()
 }
 
+/// Whether a URL host is the loopback interface: `localhost` itself (not names under it),
+/// 127.0.0.0/8 or `::1`.
+pub fn is_loopback(host: worker::url::Host<&str>) -> bool {
+    match host {
+        worker::url::Host::Domain(name) => name.eq_ignore_ascii_case("localhost"),
+        worker::url::Host::Ipv4(ip) => ip.is_loopback(),
+        worker::url::Host::Ipv6(ip) => ip.is_loopback(),
+    }
+}
+
 /// `value` encoded for a URL's query (`application/x-www-form-urlencoded`).
 pub fn query_value(value: &str) -> String {
     worker::url::form_urlencoded::byte_serialize(value.as_bytes()).collect()

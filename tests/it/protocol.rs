@@ -238,6 +238,40 @@ async fn origin_is_checked() {
         own.header("access-control-allow-origin").as_deref(),
         Some(base().as_str())
     );
+    // A handoff on loopback takes pages on loopback origins (a local MCP Inspector), but not
+    // names under localhost, where preview origins live.
+    let inspector = mcp
+        .post(&ping, &[("origin", "http://localhost:6274")])
+        .await;
+    assert_eq!(inspector.status, 200, "{}", inspector.body);
+    let port = base().rsplit(':').next().unwrap_or_default().to_string();
+    let preview = format!("http://p1.preview.localhost:{port}");
+    let refused = mcp.post(&ping, &[("origin", preview.as_str())]).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    // DNS rebinding: the attacker's name as both Host and Origin, over http. (The Host header
+    // does reach the Worker: its resource metadata names whatever host it was asked as.)
+    let named = mcp
+        .http
+        .get(format!(
+            "{}/.well-known/oauth-protected-resource/mcp",
+            base()
+        ))
+        .header("host", "evil.example.com")
+        .send()
+        .await
+        .expect("metadata");
+    let named = named.text().await.unwrap_or_default();
+    assert!(named.contains("http://evil.example.com/mcp"), "{named}");
+    let rebound = mcp
+        .post(
+            &ping,
+            &[
+                ("host", "evil.example.com"),
+                ("origin", "http://evil.example.com"),
+            ],
+        )
+        .await;
+    assert_eq!(rebound.status, 403, "{}", rebound.body);
 }
 
 #[tokio::test]
