@@ -5,6 +5,7 @@
 
 mod jsonrpc;
 mod modern;
+mod origin;
 mod progress;
 mod protocol;
 mod server;
@@ -38,7 +39,7 @@ enum Mode {
 pub async fn handle(req: Request, env: &Env) -> Result<Response> {
     let origin = header(req.headers(), "origin");
     if let Some(origin) = &origin {
-        if !origin_allowed(env, &req, origin) {
+        if !origin::allowed(env, &req, origin) {
             return Ok(error_response(
                 403,
                 &jsonrpc::invalid_request(None, format!("origin {origin} is not allowed; add it to {} to allow browser clients from it", config::ALLOWED_ORIGINS)),
@@ -173,36 +174,49 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
     };
     let base_url = http::base_url(env, &req);
     let accepts_sse = accepts(header(&headers, "accept").as_deref(), "text/event-stream");
-    let Some(token) = progress::token(params.as_ref()).filter(|_| accepts_sse) else {
-        let ctx = Ctx {
-            env,
-            principal,
-            ledger,
-            base_url,
-            status: None,
-        };
-        return finish(
-            mode,
-            server::dispatch(&ctx, &version, id, &method, params).await,
-        );
-    };
+    let progress = progress_of(params.as_ref(), accepts_sse);
+    let status = progress.as_ref().map(|(_, status)| status.clone());
     let env = env.clone();
-    let status = StatusLine::default();
-    let reported = status.clone();
     let pending = Box::pin(async move {
         let ctx = Ctx {
             env: &env,
             principal,
             ledger,
             base_url,
-            status: Some(reported),
+            status,
         };
         server::dispatch(&ctx, &version, id, &method, params).await
     });
-    match progress::run(pending, token, status).await? {
-        progress::Finished::Quickly(outcome) => finish(mode, outcome),
-        progress::Finished::Streaming(response) => Ok(response),
+    match outcome_or_stream(pending, progress).await? {
+        Ok(outcome) => finish(mode, outcome),
+        Err(stream) => Ok(stream),
     }
+}
+
+/// The progress token and status line of a request whose client asked for progress (and
+/// accepts an SSE answer).
+fn progress_of(
+    params: Option<&serde_json::Map<String, Value>>,
+    accepts_sse: bool,
+) -> Option<(Value, StatusLine)> {
+    progress::token(params)
+        .filter(|_| accepts_sse)
+        .map(|token| (token, StatusLine::default()))
+}
+
+/// Awaits a request's work; with progress asked for, the answer becomes an SSE stream once
+/// the work outlasts the first progress tick (`Err` carries that stream).
+async fn outcome_or_stream(
+    pending: futures::future::LocalBoxFuture<'static, progress::Outcome>,
+    progress: Option<(Value, StatusLine)>,
+) -> Result<std::result::Result<progress::Outcome, Response>> {
+    let Some((token, status)) = progress else {
+        return Ok(Ok(pending.await));
+    };
+    Ok(match progress::run(pending, token, status).await? {
+        progress::Finished::Quickly(outcome) => Ok(outcome),
+        progress::Finished::Streaming(response) => Err(response),
+    })
 }
 
 /// A request of the modern era: no session, the ladder first, then the method; results
@@ -227,17 +241,16 @@ async fn post_modern(
     let ledger = Ledger::get(env)?;
     let base_url = http::base_url(env, req);
     let accepts_sse = accepts(header(headers, "accept").as_deref(), "text/event-stream");
-    let token = progress::token(params.as_ref()).filter(|_| accepts_sse);
-    let status = token.as_ref().map(|_| StatusLine::default());
+    let progress = progress_of(params.as_ref(), accepts_sse);
+    let status = progress.as_ref().map(|(_, status)| status.clone());
     let env = env.clone();
-    let reported = status.clone();
     let pending = Box::pin(async move {
         let ctx = Ctx {
             env: &env,
             principal,
             ledger,
             base_url,
-            status: reported,
+            status,
         };
         let outcome = match method.as_str() {
             "server/discover" => Ok(jsonrpc::result(&id, modern::discover())),
@@ -248,12 +261,9 @@ async fn post_modern(
         };
         outcome.map(|value| modern::decorate(&method, value))
     });
-    let outcome = match (token, status) {
-        (Some(token), Some(status)) => match progress::run(pending, token, status).await? {
-            progress::Finished::Quickly(outcome) => outcome,
-            progress::Finished::Streaming(response) => return Ok(response),
-        },
-        _ => pending.await,
+    let outcome = match outcome_or_stream(pending, progress).await? {
+        Ok(outcome) => outcome,
+        Err(stream) => return Ok(stream),
     };
     match outcome {
         Ok(value) => respond(mode, &value),
@@ -372,43 +382,6 @@ fn unauthorized(error: &AuthError, base: &str) -> Response {
     response
 }
 
-/// Browsers send Origin; only this deployment's own origin and configured ones may call.
-/// Requests without Origin (CLI and server-side clients) are not affected.
-fn origin_allowed(env: &Env, req: &Request, origin: &str) -> bool {
-    let own = req.url().ok();
-    let public = config::public_url(env);
-    origin_allowed_for(
-        own.as_ref(),
-        public.as_deref(),
-        &config::allowed_origins(env),
-        origin,
-    )
-}
-
-/// The Origin rule. The request's own origin counts only over https or on a loopback host: a
-/// page that rebinds its own name to a local handoff (DNS rebinding) sends its name as both
-/// Host and Origin, over http. A handoff on a loopback host also takes pages on loopback
-/// origins (`localhost`, `127.0.0.1`, `[::1]`, any port — a local MCP Inspector, say), never
-/// names under `localhost` (preview origins live there).
-fn origin_allowed_for(
-    own: Option<&worker::Url>,
-    public: Option<&str>,
-    allowed: &[String],
-    origin: &str,
-) -> bool {
-    let origin = origin.trim_end_matches('/').to_ascii_lowercase();
-    let own_loopback = own.and_then(|u| u.host()).is_some_and(http::is_loopback);
-    let own_trusted = own_loopback || own.is_some_and(|u| u.scheme() == "https");
-    let own_origin = own.map(|u| u.origin().ascii_serialization().to_ascii_lowercase());
-    let origin_loopback = worker::Url::parse(&origin)
-        .ok()
-        .is_some_and(|u| u.host().is_some_and(http::is_loopback));
-    (own_trusted && own_origin.as_deref() == Some(origin.as_str()))
-        || public.map(str::to_ascii_lowercase).as_deref() == Some(origin.as_str())
-        || allowed.contains(&origin)
-        || (own_loopback && origin_loopback)
-}
-
 fn with_cors(mut response: Response, origin: Option<&str>) -> Response {
     if let Some(origin) = origin {
         let headers = response.headers_mut();
@@ -433,60 +406,4 @@ fn header(headers: &Headers, name: &str) -> Option<String> {
         .ok()
         .flatten()
         .filter(|v| !v.trim().is_empty())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::origin_allowed_for;
-    use worker::Url;
-
-    fn allowed(own: &str, origin: &str) -> bool {
-        let own = Url::parse(own).expect("a URL");
-        origin_allowed_for(Some(&own), None, &["https://app.example".into()], origin)
-    }
-
-    #[test]
-    fn origins_are_own_configured_or_loopback_beside_a_loopback_server() {
-        // A handoff on loopback: its own origin and other loopback pages, any port.
-        assert!(allowed(
-            "http://127.0.0.1:8787/mcp",
-            "http://127.0.0.1:8787"
-        ));
-        assert!(allowed(
-            "http://127.0.0.1:8787/mcp",
-            "http://localhost:6274"
-        ));
-        assert!(allowed("http://localhost:8787/mcp", "http://[::1]:3000"));
-        // Never names under localhost (preview origins) or anything else.
-        assert!(!allowed(
-            "http://127.0.0.1:8787/mcp",
-            "http://p1.preview.localhost:8787"
-        ));
-        assert!(!allowed(
-            "http://127.0.0.1:8787/mcp",
-            "https://evil.example"
-        ));
-        // DNS rebinding: the attacker's name as Host and Origin, over http.
-        assert!(!allowed(
-            "http://evil.example:8787/mcp",
-            "http://evil.example:8787"
-        ));
-        assert!(!allowed(
-            "http://evil.example:8787/mcp",
-            "http://localhost:8787"
-        ));
-        // A deployment over https: its own origin and the configured ones.
-        assert!(allowed(
-            "https://handoff.example.workers.dev/mcp",
-            "https://handoff.example.workers.dev"
-        ));
-        assert!(allowed(
-            "https://handoff.example.workers.dev/mcp",
-            "https://app.example/"
-        ));
-        assert!(!allowed(
-            "https://handoff.example.workers.dev/mcp",
-            "http://localhost:6274"
-        ));
-    }
 }

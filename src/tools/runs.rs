@@ -11,7 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::ids;
 use crate::ledger::api::{self as ledger, CreateRun, GetRun};
 use crate::links;
-use crate::runs::RunStatus;
+use crate::runs::{RunRecord, RunStatus};
 use crate::time::now_ms;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -23,8 +23,7 @@ pub struct ListRuns;
 pub struct CancelRun;
 pub struct ListSessions;
 
-pub(super) const RUN_NOT_FOUND_HINT: &str =
-    "check the runId, or call opencode_list_runs to see recent runs";
+const RUN_NOT_FOUND_HINT: &str = "check the runId, or call opencode_list_runs to see recent runs";
 
 impl ToolHandler for RunTask {
     const NAME: &'static str = "opencode_run_task";
@@ -98,15 +97,8 @@ impl ToolHandler for GetResult {
 
     async fn run(ctx: &Ctx<'_>, params: GetResultParams) -> Result<RunView> {
         check_id("runId", ids::RUN, &params.run_id)?;
-        let run = ctx
-            .ledger
-            .call(GetRun {
-                run_id: params.run_id.clone(),
-            })
-            .await
-            .map_err(|e| hint(e, ErrorKind::NotFound, RUN_NOT_FOUND_HINT))?;
-        let url = links::run_page_url(ctx.env, &ctx.base_url, &run.id, now_ms());
-        Ok(RunView::new(run, url))
+        let run = fetch_run(ctx, &params.run_id).await?;
+        Ok(view(ctx, run))
     }
 
     fn summary(run: &RunView) -> String {
@@ -262,6 +254,22 @@ impl ToolHandler for ListSessions {
     }
 }
 
+/// One run from the ledger; an unknown one says how to find runs.
+pub(super) async fn fetch_run(ctx: &Ctx<'_>, run_id: &str) -> Result<RunRecord> {
+    ctx.ledger
+        .call(GetRun {
+            run_id: run_id.to_string(),
+        })
+        .await
+        .map_err(|e| hint(e, ErrorKind::NotFound, RUN_NOT_FOUND_HINT))
+}
+
+/// A run as the tools show it, with a fresh link to its page.
+pub(super) fn view(ctx: &Ctx<'_>, run: RunRecord) -> RunView {
+    let url = links::run_page_url(ctx.env, &ctx.base_url, &run.id, now_ms());
+    RunView::new(run, url)
+}
+
 pub(super) fn read_only() -> ToolAnnotations {
     ToolAnnotations::new()
         .read_only(true)
@@ -271,7 +279,7 @@ pub(super) fn read_only() -> ToolAnnotations {
 }
 
 /// Appends what to do next to errors of one kind.
-pub(super) fn hint(error: Error, kind: ErrorKind, next: &str) -> Error {
+fn hint(error: Error, kind: ErrorKind, next: &str) -> Error {
     if error.kind == kind {
         Error::new(kind, format!("{}; {next}", error.message))
     } else {

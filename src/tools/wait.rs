@@ -3,13 +3,11 @@
 //! [`POLL_MS`], returns as soon as the run moved on, and reports what it sees as progress.
 
 use super::params::{check_id, WaitParams};
-use super::runs::{hint, read_only, RUN_NOT_FOUND_HINT};
-use super::views::{RunView, WaitOutput};
+use super::runs::{fetch_run, read_only, view};
+use super::views::WaitOutput;
 use super::{Ctx, ToolHandler};
-use crate::error::{ErrorKind, Result};
+use crate::error::Result;
 use crate::ids;
-use crate::ledger::api::GetRun;
-use crate::links;
 use crate::runs::RunRecord;
 use crate::time::now_ms;
 use rmcp::model::ToolAnnotations;
@@ -67,14 +65,7 @@ impl ToolHandler for Wait {
         let timeout_ms = u64::from(params.timeout_secs()?) * 1000;
         let until_done = params.until_done.unwrap_or(false);
         let started = now_ms();
-        let get = || GetRun {
-            run_id: params.run_id.clone(),
-        };
-        let mut run = ctx
-            .ledger
-            .call(get())
-            .await
-            .map_err(|e| hint(e, ErrorKind::NotFound, RUN_NOT_FOUND_HINT))?;
+        let mut run = fetch_run(ctx, &params.run_id).await?;
         let first = Fingerprint::of(&run);
         let mut changed = false;
         if !run.status.is_terminal() {
@@ -85,18 +76,17 @@ impl ToolHandler for Wait {
                 }
                 ctx.report(&waiting_line(&run, waited));
                 Delay::from(Duration::from_millis(POLL_MS)).await;
-                run = ctx.ledger.call(get()).await?;
+                run = fetch_run(ctx, &params.run_id).await?;
                 if moved_on(&first, &run, until_done) {
                     changed = true;
                     break;
                 }
             }
         }
-        let url = links::run_page_url(ctx.env, &ctx.base_url, &run.id, now_ms());
         Ok(WaitOutput {
             changed,
             waited_ms: (now_ms() - started).max(0) as u64,
-            run: RunView::new(run, url),
+            run: view(ctx, run),
         })
     }
 
