@@ -3,6 +3,8 @@
 //!
 //! - `runs/<run id>/transcript.json`: a finished run's OpenCode transcript (written once when the
 //!   run ends; read by the run page).
+//! - `runs/<run id>/change.diff`: a finished run's change as a unified diff (written once when it
+//!   is pushed; read as the `handoff://runs/<id>/diff` resource).
 //! - `sandboxes/<sandbox id>/workspace-<ms>.tar.gz`: a sandbox's workspace snapshot (written on
 //!   pause and when idle, the previous one deleted; deleted with the sandbox).
 
@@ -12,6 +14,11 @@ pub const BUCKET: &str = "ARTIFACTS";
 /// A run's transcript.
 pub fn transcript_key(run_id: &str) -> String {
     format!("runs/{run_id}/transcript.json")
+}
+
+/// A run's change as a unified diff.
+pub fn diff_key(run_id: &str) -> String {
+    format!("runs/{run_id}/change.diff")
 }
 
 /// A sandbox's workspace snapshot taken at `at_ms`.

@@ -41,6 +41,12 @@ pub fn sse_event(message: &impl std::fmt::Display) -> Vec<u8> {
     format!("event: message\ndata: {message}\n\n").into_bytes()
 }
 
+/// One server-sent event with an id (which a client reconnecting sends as `Last-Event-ID`).
+/// Ids never hold a line break: they are made by the server.
+pub fn sse_event_with_id(id: &str, message: &impl std::fmt::Display) -> Vec<u8> {
+    format!("id: {id}\nevent: message\ndata: {message}\n\n").into_bytes()
+}
+
 /// Whether a URL host is the loopback interface: `localhost` itself (not names under it),
 /// 127.0.0.0/8 or `::1`.
 pub fn is_loopback(host: worker::url::Host<&str>) -> bool {

@@ -183,6 +183,9 @@ pub struct RunOutcome {
     /// Whether the full transcript was stored.
     #[serde(default)]
     pub transcript: bool,
+    /// Whether the change was stored as a unified diff.
+    #[serde(default)]
+    pub diff: bool,
 }
 
 /// A status change and when it happened.

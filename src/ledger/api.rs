@@ -43,7 +43,27 @@ rpc::ops! {
         close_mcp_session: CloseMcpSession {} => Ack;
         /// Records a new run (or finds the one its idempotency key names) and hands it to its
         /// session.
-        create_run: CreateRun { principal: String, spec: RunSpec } => CreatedRun;
+        create_run: CreateRun {
+            principal: String,
+            spec: RunSpec,
+            /// Also makes the run an MCP task, kept this long (of the envelope's MCP session, if any).
+            task_ttl_ms: Option<i64>,
+        } => CreatedRun;
+        /// A live task (a run created by a task-augmented call).
+        get_task: GetTask { run_id: String } => TaskRecord;
+        /// Live tasks, newest first, strictly older than `before` (a sequence number).
+        list_tasks: ListTasks { limit: u32, before: Option<i64> } => Page<TaskRecord>;
+        /// What changed since a stream's cursor: the tasks (of the envelope's MCP session when
+        /// `task_ids` is `None`) and the watched run resources (the session's subscriptions when
+        /// `watched` is `None`). Without a cursor, only the current cursor is returned.
+        changes: Changes {
+            task_ids: Option<Vec<String>>,
+            watched: Option<Vec<Watched>>,
+            after: Option<Cursor>,
+        } => ChangeSet;
+        /// Subscribes the envelope's MCP session to a run's resource.
+        subscribe: Subscribe { uri: String, run_id: String } => Ack;
+        unsubscribe: Unsubscribe { uri: String } => Ack;
         get_run: GetRun { run_id: String } => RunRecord;
         /// Newest first, strictly older than `before` (a sequence number).
         list_runs: ListRuns {
@@ -88,6 +108,39 @@ pub struct CreatedRun {
     pub run: RunRecord,
     /// True when an earlier call with the same idempotency key created the run.
     pub deduplicated: bool,
+}
+
+/// A run that is also an MCP task.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub run: RunRecord,
+    pub ttl_ms: i64,
+    /// When the task was created (its TTL counts from here).
+    pub created_at: i64,
+}
+
+/// A resource a stream watches: its URI and the run whose changes it follows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Watched {
+    pub uri: String,
+    pub run_id: String,
+}
+
+/// Where a change stream is: the last transition and the last run update it has reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    pub seq: i64,
+    pub updated_ms: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ChangeSet {
+    /// Tasks whose status changed, oldest change first, each with its newest transition.
+    pub tasks: Vec<(i64, TaskRecord)>,
+    /// URIs of watched resources whose run changed.
+    pub updated: Vec<String>,
+    /// The cursor after these changes.
+    pub cursor: Cursor,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -64,6 +64,11 @@ impl LedgerHandler for Call<'_> {
 
     async fn create_run(&self, op: CreateRun) -> Result<CreatedRun> {
         let (sql, now, spec, principal) = (&self.sql, self.now, op.spec, op.principal.as_str());
+        let session = self.mcp_session.as_ref().map(|s| s.id.as_str());
+        let mark_task = |run_id: &str| match op.task_ttl_ms {
+            Some(ttl) => store::insert_task(sql, run_id, session, ttl, now),
+            None => Ok(()),
+        };
         let request_hash = request_hash(&spec)?;
         if let Some(key) = &spec.idempotency_key {
             if let Some((run_id, hash)) = store::find_by_idempotency_key(sql, principal, key)? {
@@ -73,6 +78,7 @@ impl LedgerHandler for Call<'_> {
                          use a new key for a new task"
                     )));
                 }
+                mark_task(&run_id)?;
                 let run = find_run(sql, &run_id)?;
                 return Ok(CreatedRun {
                     run,
@@ -99,6 +105,7 @@ impl LedgerHandler for Call<'_> {
             &request_hash,
             now,
         )?;
+        mark_task(&run_id)?;
         let run = find_run(sql, &run_id)?;
         // From here on the run is durable: a failed hand-off is retried by the alarm.
         self.ledger.dispatch(sql, &run_id, &session_id).await;
@@ -192,4 +199,109 @@ impl LedgerHandler for Call<'_> {
         )?;
         Ok(Transitioned { status, applied })
     }
+
+    async fn get_task(&self, op: GetTask) -> Result<TaskRecord> {
+        store::get_task(&self.sql, &op.run_id, self.now)?
+            .map(task_record)
+            .ok_or_else(|| task_not_found(&op.run_id))
+    }
+
+    async fn list_tasks(&self, op: ListTasks) -> Result<Page<TaskRecord>> {
+        let (rows, next) = store::list_tasks(&self.sql, op.before, op.limit, self.now)?;
+        Ok(Page {
+            items: rows.into_iter().map(task_record).collect(),
+            next,
+        })
+    }
+
+    async fn changes(&self, op: Changes) -> Result<ChangeSet> {
+        let sql = &self.sql;
+        let Some(after) = op.after else {
+            let cursor = Cursor {
+                seq: store::last_transition_seq(sql)?,
+                updated_ms: self.now - 1,
+            };
+            return Ok(ChangeSet {
+                tasks: Vec::new(),
+                updated: Vec::new(),
+                cursor,
+            });
+        };
+        let session = self.mcp_session.as_ref().map(|s| s.id.as_str());
+        let changed = match &op.task_ids {
+            Some(ids) => store::changed_tasks(sql, None, ids, after.seq)?,
+            None => match session {
+                Some(session) => store::changed_tasks(sql, Some(session), &[], after.seq)?,
+                None => Vec::new(),
+            },
+        };
+        let mut cursor = after;
+        let mut tasks = Vec::new();
+        for (seq, run_id) in changed {
+            cursor.seq = cursor.seq.max(seq);
+            if let Some(row) = store::get_task(sql, &run_id, self.now)? {
+                tasks.push((seq, task_record(row)));
+            }
+        }
+        let watched: Vec<(String, String)> = match op.watched {
+            Some(list) => list.into_iter().map(|w| (w.uri, w.run_id)).collect(),
+            None => match session {
+                Some(session) => store::subscriptions(sql, session)?,
+                None => Vec::new(),
+            },
+        };
+        let run_ids: Vec<String> = watched.iter().map(|(_, run)| run.clone()).collect();
+        let mut updated = Vec::new();
+        for (run_id, at) in store::updated_runs(sql, &run_ids, after.updated_ms)? {
+            cursor.updated_ms = cursor.updated_ms.max(at);
+            updated.extend(
+                watched
+                    .iter()
+                    .filter(|(_, run)| *run == run_id)
+                    .map(|(uri, _)| uri.clone()),
+            );
+        }
+        Ok(ChangeSet {
+            tasks,
+            updated,
+            cursor,
+        })
+    }
+
+    async fn subscribe(&self, op: Subscribe) -> Result<Ack> {
+        let session = self.session_for("subscribe")?;
+        find_run(&self.sql, &op.run_id)?;
+        store::subscribe(&self.sql, session, &op.uri, &op.run_id)?;
+        Ok(Ack {})
+    }
+
+    async fn unsubscribe(&self, op: Unsubscribe) -> Result<Ack> {
+        let session = self.session_for("unsubscribe")?;
+        store::unsubscribe(&self.sql, session, &op.uri)?;
+        Ok(Ack {})
+    }
+}
+
+impl Call<'_> {
+    /// The envelope's MCP session, which `what` needs.
+    fn session_for(&self, what: &str) -> Result<&str> {
+        self.mcp_session
+            .as_ref()
+            .map(|s| s.id.as_str())
+            .ok_or_else(|| Error::invalid(format!("{what} needs an MCP session")))
+    }
+}
+
+fn task_record((task, run): (store::TaskRow, RunRecord)) -> TaskRecord {
+    TaskRecord {
+        run,
+        ttl_ms: task.ttl_ms,
+        created_at: task.created_at,
+    }
+}
+
+fn task_not_found(run_id: &str) -> Error {
+    Error::not_found(format!(
+        "task {run_id} not found or expired (the run itself stays readable with opencode_get_result)"
+    ))
 }

@@ -142,6 +142,8 @@ impl RunLedger {
             now - MCP_SESSION_IDLE_MS,
             now - MCP_SESSION_ENDED_KEEP_MS,
         )?;
+        store::purge_tasks(&sql, now)?;
+        store::purge_subscriptions(&sql)?;
         self.reschedule().await
     }
 

@@ -3,14 +3,20 @@
 //! request: the initialize era (sessions) and 2026-07-28 (`modern`, stateless). Methods are
 //! handled in `server`.
 
+mod failure;
 mod jsonrpc;
 mod modern;
 mod origin;
 mod progress;
+mod prompts;
 mod protocol;
+mod resources;
 mod server;
+mod stream;
+mod tasks;
+mod transport;
 
-use crate::auth::{self, AuthError};
+use crate::auth;
 use crate::config;
 use crate::error::Result;
 use crate::http;
@@ -18,9 +24,12 @@ use crate::ids;
 use crate::ledger::api::{CloseMcpSession, Ledger, McpSessionRef};
 use crate::principal::Principal;
 use crate::tools::{Ctx, StatusLine};
-use jsonrpc::{Message, RpcError};
+use failure::Failure;
+use jsonrpc::Message;
 use serde_json::Value;
-use server::Failure;
+use transport::{
+    accepts, error_response, header, respond, response_mode, unauthorized, with_cors, Mode,
+};
 use worker::{Env, Headers, Method, Request, Response};
 
 /// Requests with a body larger than this are refused with 413. It leaves room for the largest
@@ -28,13 +37,6 @@ use worker::{Env, Headers, Method, Request, Response};
 pub const MAX_BODY_BYTES: usize = 12 * 1024 * 1024;
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
-
-/// How the client wants responses to requests.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Json,
-    Sse,
-}
 
 pub async fn handle(req: Request, env: &Env) -> Result<Response> {
     let origin = header(req.headers(), "origin");
@@ -60,15 +62,18 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
     let response = match req.method() {
         Method::Post => post(req, env, principal).await?,
         Method::Delete => delete(req, env, principal).await?,
+        Method::Get => get(req, env, principal).await?,
         _ => {
             let mut response = error_response(
                 405,
                 &jsonrpc::invalid_request(
                     None,
-                    "this endpoint takes POST (JSON-RPC messages) and DELETE (end a session); it offers no server-initiated stream",
+                    "this endpoint takes POST (JSON-RPC messages), GET (the session's stream) and DELETE (end a session)",
                 ),
             );
-            let _ = response.headers_mut().set("allow", "POST, DELETE, OPTIONS");
+            let _ = response
+                .headers_mut()
+                .set("allow", "GET, POST, DELETE, OPTIONS");
             response
         }
     };
@@ -172,9 +177,15 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
             });
         }
     };
+    let task_ttl_ms = match legacy_task_ttl(&version, &method, params.as_ref()) {
+        Ok(ttl) => ttl,
+        Err(message) => {
+            return Ok(error_response(200, &jsonrpc::invalid_params(id, message)));
+        }
+    };
     let base_url = http::base_url(env, &req);
     let accepts_sse = accepts(header(&headers, "accept").as_deref(), "text/event-stream");
-    let progress = progress_of(params.as_ref(), accepts_sse);
+    let progress = progress_of(&method, params.as_ref(), accepts_sse);
     let status = progress.as_ref().map(|(_, status)| status.clone());
     let env = env.clone();
     let pending = Box::pin(async move {
@@ -184,6 +195,7 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
             ledger,
             base_url,
             status,
+            task_ttl_ms,
         };
         server::dispatch(&ctx, &version, id, &method, params).await
     });
@@ -194,21 +206,40 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
 }
 
 /// The progress token and status line of a request whose client asked for progress (and
-/// accepts an SSE answer).
+/// accepts an SSE answer). `tasks/result` blocks until a run ends, so it always streams to a
+/// client that accepts SSE: without a token, comments keep the connection alive.
 fn progress_of(
+    method: &str,
     params: Option<&serde_json::Map<String, Value>>,
     accepts_sse: bool,
-) -> Option<(Value, StatusLine)> {
-    progress::token(params)
-        .filter(|_| accepts_sse)
-        .map(|token| (token, StatusLine::default()))
+) -> Option<(Option<Value>, StatusLine)> {
+    if !accepts_sse {
+        return None;
+    }
+    match progress::token(params) {
+        Some(token) => Some((Some(token), StatusLine::default())),
+        None if method == "tasks/result" => Some((None, StatusLine::default())),
+        None => None,
+    }
+}
+
+/// The TTL of an initialize-era task-augmented `tools/call` (`params.task`), if it is one.
+fn legacy_task_ttl(
+    version: &str,
+    method: &str,
+    params: Option<&serde_json::Map<String, Value>>,
+) -> std::result::Result<Option<i64>, String> {
+    if method != "tools/call" || version != protocol::TASKS_VERSION {
+        return Ok(None);
+    }
+    tasks::requested_ttl(params)
 }
 
 /// Awaits a request's work; with progress asked for, the answer becomes an SSE stream once
 /// the work outlasts the first progress tick (`Err` carries that stream).
 async fn outcome_or_stream(
     pending: futures::future::LocalBoxFuture<'static, progress::Outcome>,
-    progress: Option<(Value, StatusLine)>,
+    progress: Option<(Option<Value>, StatusLine)>,
 ) -> Result<std::result::Result<progress::Outcome, Response>> {
     let Some((token, status)) = progress else {
         return Ok(Ok(pending.await));
@@ -241,8 +272,37 @@ async fn post_modern(
     let ledger = Ledger::get(env)?;
     let base_url = http::base_url(env, req);
     let accepts_sse = accepts(header(headers, "accept").as_deref(), "text/event-stream");
-    let progress = progress_of(params.as_ref(), accepts_sse);
+    if method == "subscriptions/listen" {
+        if !accepts_sse {
+            return Ok(error_response(
+                406,
+                &jsonrpc::invalid_request(
+                    Some(id),
+                    "subscriptions/listen answers a stream: Accept must allow text/event-stream",
+                ),
+            ));
+        }
+        let (honoured, task_ids, watched) = stream::listen_filter(params.as_ref());
+        let subscription_id = serde_json::to_value(&id).unwrap_or(Value::Null);
+        let first = stream::acknowledged(&honoured, &subscription_id);
+        let watch = stream::Watch::Listed {
+            task_ids,
+            watched,
+            subscription_id,
+        };
+        return stream::open(env, principal, base_url, ledger, watch, None, first).await;
+    }
+    let progress = progress_of(&method, params.as_ref(), accepts_sse);
     let status = progress.as_ref().map(|(_, status)| status.clone());
+    let declared = tasks::declared(params.as_ref());
+    let task_ttl_ms = (method == "tools/call"
+        && declared
+        && params
+            .as_ref()
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str)
+            .is_some_and(crate::tools::supports_tasks))
+    .then_some(tasks::DEFAULT_TTL_MS);
     let env = env.clone();
     let pending = Box::pin(async move {
         let ctx = Ctx {
@@ -251,10 +311,22 @@ async fn post_modern(
             ledger,
             base_url,
             status,
+            task_ttl_ms,
         };
         let outcome = match method.as_str() {
             "server/discover" => Ok(jsonrpc::result(&id, modern::discover())),
-            "tools/list" | "tools/call" => {
+            "tools/list"
+            | "tools/call"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+            | "prompts/list"
+            | "prompts/get"
+            | "completion/complete" => server::dispatch(&ctx, version, id, &method, params).await,
+            "tasks/get" | "tasks/update" | "tasks/cancel" if !declared => {
+                Err(Failure::Rpc(tasks::undeclared(&id)))
+            }
+            "tasks/get" | "tasks/update" | "tasks/cancel" => {
                 server::dispatch(&ctx, version, id, &method, params).await
             }
             _ => Err(Failure::Rpc(modern::method_not_found(id, &method))),
@@ -279,6 +351,56 @@ fn finish(mode: Mode, outcome: progress::Outcome) -> Result<Response> {
         Err(Failure::SessionGone(e)) => Ok(error_response(404, &e)),
         Err(Failure::Rpc(e)) => Ok(error_response(200, &e)),
     }
+}
+
+/// `GET /mcp` (initialize era): the session's stream of task status and resource updates,
+/// resumed after `Last-Event-ID` when the client sends one.
+async fn get(req: Request, env: &Env, principal: Principal) -> Result<Response> {
+    let headers = req.headers();
+    if !accepts(header(headers, "accept").as_deref(), "text/event-stream") {
+        return Ok(error_response(
+            406,
+            &jsonrpc::invalid_request(
+                None,
+                "GET /mcp opens a stream: Accept must allow text/event-stream",
+            ),
+        ));
+    }
+    if let Some(version) = header(headers, VERSION_HEADER) {
+        if !protocol::is_supported(&version) {
+            return Ok(error_response(
+                400,
+                &jsonrpc::invalid_request(
+                    None,
+                    format!("the GET stream belongs to the initialize era ({}); 2026-07-28 clients use subscriptions/listen", protocol::SUPPORTED.join(", ")),
+                ),
+            ));
+        }
+    }
+    let ledger = match session_ledger(env, headers, &principal, None)? {
+        Ok(ledger) => ledger,
+        Err(response) => return Ok(response),
+    };
+    if let Err(e) = ledger.check_mcp_session().await {
+        return Ok(error_response(
+            404,
+            &jsonrpc::invalid_request(None, e.message),
+        ));
+    }
+    let start = header(headers, "last-event-id").and_then(|id| stream::cursor_of(&id));
+    let base_url = http::base_url(env, &req);
+    // The retry hint also makes the stream's headers go out at once.
+    let first = b"retry: 2000\n\n".to_vec();
+    stream::open(
+        env,
+        principal,
+        base_url,
+        ledger,
+        stream::Watch::Session,
+        start,
+        first,
+    )
+    .await
 }
 
 async fn delete(req: Request, env: &Env, principal: Principal) -> Result<Response> {
@@ -320,90 +442,4 @@ fn session_ledger(
         principal: principal.id.clone(),
     };
     Ok(Ok(Ledger::for_mcp_session(env, session)?))
-}
-
-/// JSON unless the client accepts only SSE; `None` when it accepts neither.
-fn response_mode(accept: Option<&str>) -> Option<Mode> {
-    let Some(accept) = accept else {
-        return Some(Mode::Json);
-    };
-    let has = |t: &str| accepts(Some(accept), t);
-    if has("application/json") || has("application/*") || has("*/*") {
-        Some(Mode::Json)
-    } else if has("text/event-stream") {
-        Some(Mode::Sse)
-    } else {
-        None
-    }
-}
-
-/// Whether an `Accept` header names `media_type` exactly (parameters ignored).
-fn accepts(accept: Option<&str>, media_type: &str) -> bool {
-    accept.is_some_and(|accept| {
-        accept.split(',').any(|t| {
-            t.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .eq_ignore_ascii_case(media_type)
-        })
-    })
-}
-
-fn respond(mode: Mode, value: &Value) -> Result<Response> {
-    Ok(match mode {
-        Mode::Json => http::json(200, value),
-        Mode::Sse => {
-            let mut response = Response::from_bytes(http::sse_event(value))?;
-            response
-                .headers_mut()
-                .set("content-type", "text/event-stream")?;
-            response.headers_mut().set("cache-control", "no-cache")?;
-            response
-        }
-    })
-}
-
-fn error_response(status: u16, error: &RpcError) -> Response {
-    http::json(status, &error.to_json())
-}
-
-fn unauthorized(error: &AuthError, base: &str) -> Response {
-    let status = match error {
-        AuthError::NotConfigured | AuthError::Unavailable => 503,
-        AuthError::Missing | AuthError::Invalid => 401,
-    };
-    let mut response = error_response(status, &jsonrpc::invalid_request(None, error.message()));
-    if status == 401 {
-        let _ = response
-            .headers_mut()
-            .set("www-authenticate", &error.challenge(base));
-    }
-    response
-}
-
-fn with_cors(mut response: Response, origin: Option<&str>) -> Response {
-    if let Some(origin) = origin {
-        let headers = response.headers_mut();
-        let _ = headers.set("access-control-allow-origin", origin);
-        let _ = headers.set("vary", "Origin");
-        let _ = headers.set("access-control-allow-methods", "POST, DELETE, OPTIONS");
-        let _ = headers.set(
-            "access-control-allow-headers",
-            "authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id",
-        );
-        let _ = headers.set(
-            "access-control-expose-headers",
-            "mcp-session-id, www-authenticate",
-        );
-    }
-    response
-}
-
-fn header(headers: &Headers, name: &str) -> Option<String> {
-    headers
-        .get(name)
-        .ok()
-        .flatten()
-        .filter(|v| !v.trim().is_empty())
 }

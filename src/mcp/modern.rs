@@ -152,7 +152,9 @@ pub fn discover() -> Value {
     .with_ttl_ms(LIST_TTL_MS)
     .with_cache_scope(rmcp::model::CacheScope::Public);
     result.instructions = Some(protocol::INSTRUCTIONS.to_string());
-    json!(result)
+    let mut result = json!(result);
+    result["capabilities"]["extensions"] = json!({ super::tasks::EXTENSION: {} });
+    result
 }
 
 /// Adds what every modern result carries to a JSON-RPC response: `resultType` and the server's
@@ -170,9 +172,18 @@ pub fn decorate(method: &str, mut response: Value) -> Value {
             meta.entry(META_SERVER_INFO)
                 .or_insert_with(|| json!(protocol::server_info()));
         }
-        if method == "tools/list" {
-            result.insert("ttlMs".into(), json!(LIST_TTL_MS));
-            result.insert("cacheScope".into(), json!("public"));
+        match method {
+            // Fixed for a deploy.
+            "tools/list" | "prompts/list" | "resources/templates/list" => {
+                result.insert("ttlMs".into(), json!(LIST_TTL_MS));
+                result.insert("cacheScope".into(), json!("public"));
+            }
+            // Runs come and go, and they are the caller's.
+            "resources/list" => {
+                result.insert("ttlMs".into(), json!(0));
+                result.insert("cacheScope".into(), json!("private"));
+            }
+            _ => {}
         }
     }
     response
@@ -207,8 +218,9 @@ pub fn method_not_found(id: rmcp::model::RequestId, method: &str) -> RpcError {
         Some(id),
         ErrorCode::METHOD_NOT_FOUND,
         format!(
-            "method not found: {method:?}; on {} this server implements server/discover, tools/list and tools/call",
-            VERSIONS[0]
+            "method not found: {method:?}; on {} this server implements server/discover, tools/*, resources/list, resources/templates/list, resources/read, prompts/*, completion/complete, subscriptions/listen and (with the {} extension) tasks/get, tasks/update and tasks/cancel",
+            VERSIONS[0],
+            super::tasks::EXTENSION
         ),
     )
 }

@@ -4,8 +4,11 @@
 //! [`PROGRESS_EVERY`] (progress = seconds elapsed, strictly increasing; the message carries the
 //! tool's status line, e.g. a command's latest output), then the response.
 //! Faster requests are answered as usual, so only long ones (a long `sandbox_exec`) stream.
+//! Without a token (a `tasks/result` that blocks until its run ends) the stream carries SSE
+//! comments instead, which keep the connection alive. Every event has an id, unique to the
+//! stream (`p<stream>-<n>`).
 
-use super::server::Failure;
+use super::failure::Failure;
 use crate::error::Result;
 use crate::tools::StatusLine;
 use futures::future::{select, Either, LocalBoxFuture};
@@ -30,28 +33,29 @@ pub fn token(params: Option<&Map<String, Value>>) -> Option<Value> {
 /// response that reports progress until the outcome is ready.
 pub async fn run(
     pending: LocalBoxFuture<'static, Outcome>,
-    token: Value,
+    token: Option<Value>,
     status: StatusLine,
 ) -> Result<Finished> {
     let pending = match select(pending, Box::pin(Delay::from(PROGRESS_EVERY))).await {
         Either::Left((outcome, _)) => return Ok(Finished::Quickly(outcome)),
         Either::Right((_, pending)) => pending,
     };
-    let first = notification(&token, 1, &status.borrow());
+    let ticker = Ticker {
+        stream_id: crate::ids::new_id("p"),
+        token,
+        status,
+    };
+    let first = ticker.tick(1);
     let state = Some((pending, 1u64));
     let rest = futures::stream::unfold(state, move |state| {
-        let token = token.clone();
-        let status = status.clone();
+        let ticker = ticker.clone();
         async move {
             let (pending, ticks) = state?;
             match select(pending, Box::pin(Delay::from(PROGRESS_EVERY))).await {
-                Either::Left((outcome, _)) => {
-                    Some((crate::http::sse_event(&final_message(outcome)), None))
-                }
+                Either::Left((outcome, _)) => Some((ticker.last(outcome), None)),
                 Either::Right((_, pending)) => {
                     let ticks = ticks + 1;
-                    let note = notification(&token, ticks, &status.borrow());
-                    Some((note, Some((pending, ticks))))
+                    Some((ticker.tick(ticks), Some((pending, ticks))))
                 }
             }
         }
@@ -67,6 +71,37 @@ pub async fn run(
     Ok(Finished::Streaming(response))
 }
 
+/// What a progress stream sends between the start and the answer.
+#[derive(Clone)]
+struct Ticker {
+    stream_id: String,
+    token: Option<Value>,
+    status: StatusLine,
+}
+
+impl Ticker {
+    fn tick(&self, ticks: u64) -> Vec<u8> {
+        match &self.token {
+            Some(token) => notification(
+                &format!("{}-{ticks}", self.stream_id),
+                token,
+                ticks,
+                &self.status.borrow(),
+            ),
+            None => format!(
+                ": still working ({} s)\n\n",
+                ticks * PROGRESS_EVERY.as_secs()
+            )
+            .into_bytes(),
+        }
+    }
+
+    fn last(&self, outcome: Outcome) -> Vec<u8> {
+        let id = format!("{}-end", self.stream_id);
+        crate::http::sse_event_with_id(&id, &final_message(outcome))
+    }
+}
+
 /// How a request with a progress token was answered.
 pub enum Finished {
     Quickly(Outcome),
@@ -76,7 +111,7 @@ pub enum Finished {
 /// Longest status line a notification carries.
 const STATUS_CHARS: usize = 200;
 
-fn notification(token: &Value, ticks: u64, status: &str) -> Vec<u8> {
+fn notification(event_id: &str, token: &Value, ticks: u64, status: &str) -> Vec<u8> {
     let seconds = ticks * PROGRESS_EVERY.as_secs();
     let status: String = status.trim().chars().take(STATUS_CHARS).collect();
     let message = if status.is_empty() {
@@ -84,15 +119,18 @@ fn notification(token: &Value, ticks: u64, status: &str) -> Vec<u8> {
     } else {
         format!("still working ({seconds} s): {status}")
     };
-    crate::http::sse_event(&json!({
-        "jsonrpc": "2.0",
-        "method": "notifications/progress",
-        "params": {
-            "progressToken": token,
-            "progress": seconds,
-            "message": message,
-        },
-    }))
+    crate::http::sse_event_with_id(
+        event_id,
+        &json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {
+                "progressToken": token,
+                "progress": seconds,
+                "message": message,
+            },
+        }),
+    )
 }
 
 /// The response that ends the stream; errors travel as JSON-RPC errors since the HTTP status
@@ -131,12 +169,13 @@ mod tests {
 
     #[test]
     fn notifications_count_seconds() {
-        let text = String::from_utf8(notification(&json!("t"), 2, " line 3\n")).unwrap_or_default();
+        let text = String::from_utf8(notification("p1-2", &json!("t"), 2, " line 3\n"))
+            .unwrap_or_default();
         assert!(
             text.contains(r#""message":"still working (6 s): line 3""#),
             "{text}"
         );
-        assert!(text.starts_with("event: message\ndata: "));
+        assert!(text.starts_with("id: p1-2\nevent: message\ndata: "));
         assert!(text.contains(r#""progress":6"#), "{text}");
         assert!(text.contains(r#""progressToken":"t""#), "{text}");
         assert!(text.ends_with("\n\n"));

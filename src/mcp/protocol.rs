@@ -7,6 +7,9 @@ pub const SUPPORTED: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 /// What a request without an `MCP-Protocol-Version` header is assumed to speak (per the spec).
 pub const ASSUMED_WITHOUT_HEADER: &str = "2025-03-26";
 
+/// The one initialize-era version with tasks (experimental there).
+pub const TASKS_VERSION: &str = "2025-11-25";
+
 pub fn is_supported(version: &str) -> bool {
     SUPPORTED.contains(&version)
 }
@@ -46,9 +49,25 @@ sessionId to continue in the same sandbox and agent conversation. Pass an idempo
 retrying a call you are unsure went through: the same key never starts a second run. \
 opencode_cancel_run stops a run. webUiUrl opens a page that shows the run live.";
 
-/// What this server offers, in every era.
+/// What this server offers, in every era (tasks are added per era: see
+/// [`legacy_tasks_capability`] and `modern::discover`).
 pub fn capabilities() -> ServerCapabilities {
-    ServerCapabilities::builder().enable_tools().build()
+    let mut capabilities = ServerCapabilities::builder()
+        .enable_tools()
+        .enable_resources()
+        .enable_resources_subscribe()
+        .enable_prompts()
+        .enable_completions()
+        .build();
+    if let Some(resources) = capabilities.resources.as_mut() {
+        resources.list_changed = Some(false);
+    }
+    capabilities
+}
+
+/// The 2025-11-25 `tasks` capability: listing, cancelling, and task-augmented `tools/call`.
+pub fn legacy_tasks_capability() -> serde_json::Value {
+    serde_json::json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
 }
 
 /// Who this server is, in every era.

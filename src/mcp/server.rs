@@ -1,24 +1,20 @@
-//! MCP methods: `initialize`, `ping`, `tools/list`, `tools/call`. Transport concerns (headers,
+//! MCP methods: `initialize`, `ping`, tools, tasks (`tasks.rs`), resources (`resources.rs`),
+//! prompts and completions (`prompts.rs`). Transport concerns (headers,
 //! status codes, SSE) stay in `mcp::handle`; storage stays behind the ledger and the tools.
 
+use super::failure::{gone, internal, Failure};
 use super::jsonrpc::{self, RpcError};
 use super::protocol;
+use super::tasks::{self, Era};
+use super::{prompts, resources};
 use crate::error::{Error, ErrorKind};
 use crate::ledger::api::{Ledger, OpenMcpSession};
 use crate::principal::Principal;
 use crate::tools::{self, CallError, Ctx};
-use rmcp::model::{CallToolRequestParams, ErrorCode, InitializeRequestParams, RequestId};
+use rmcp::model::{CallToolRequestParams, InitializeRequestParams, RequestId};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 use worker::Env;
-
-/// Why a request produced no JSON-RPC response body of its own.
-pub enum Failure {
-    /// The MCP session is unknown, expired or ended: HTTP 404.
-    SessionGone(RpcError),
-    /// A JSON-RPC error to return with HTTP 200.
-    Rpc(RpcError),
-}
 
 /// Handles `initialize`: negotiates the version and opens an MCP session.
 /// Returns the response and the new session id.
@@ -41,8 +37,11 @@ pub async fn initialize(
         .await
         .map_err(|e| internal(&id, &e))?
         .id;
-    let result = serde_json::to_value(protocol::initialize_result(version))
+    let mut result = serde_json::to_value(protocol::initialize_result(version))
         .map_err(|e| internal(&id, &Error::from(e)))?;
+    if version == protocol::TASKS_VERSION {
+        result["capabilities"]["tasks"] = protocol::legacy_tasks_capability();
+    }
     Ok((jsonrpc::result(&id, result), session_id))
 }
 
@@ -63,7 +62,47 @@ pub async fn dispatch(
             check_session(ctx, &id).await?;
             Ok(jsonrpc::result(&id, tools::list_result()))
         }
+        "tools/call" if ctx.task_ttl_ms.is_some() => {
+            let params: CallToolRequestParams =
+                parse_params(&id, "tools/call", params).map_err(Failure::Rpc)?;
+            let era = tasks_era(version);
+            tasks::create(ctx, era, &id, &params.name, params.arguments).await
+        }
         "tools/call" => call_tool(ctx, version, id, params).await,
+        "tasks/get" if has_tasks(version) => {
+            tasks::get(ctx, tasks_era(version), &id, params.as_ref()).await
+        }
+        "tasks/cancel" if has_tasks(version) => {
+            tasks::cancel(ctx, tasks_era(version), &id, params.as_ref()).await
+        }
+        "tasks/result" if version == protocol::TASKS_VERSION => {
+            tasks::result(ctx, &id, params.as_ref()).await
+        }
+        "tasks/list" if version == protocol::TASKS_VERSION => {
+            tasks::list(ctx, &id, params.as_ref()).await
+        }
+        "tasks/update" if tasks_era(version) == Era::Modern => {
+            tasks::update(ctx, &id, params.as_ref()).await
+        }
+        "resources/list" => resources::list(ctx, &id, params.as_ref()).await,
+        "resources/templates/list" => {
+            check_session(ctx, &id).await?;
+            Ok(jsonrpc::result(&id, resources::templates()))
+        }
+        "resources/read" => {
+            let legacy = tasks_era(version) == Era::Legacy;
+            resources::read(ctx, legacy, &id, params.as_ref()).await
+        }
+        "resources/subscribe" | "resources/unsubscribe" if tasks_era(version) == Era::Legacy => {
+            let on = method == "resources/subscribe";
+            resources::subscribe(ctx, &id, params.as_ref(), on).await
+        }
+        "prompts/list" => {
+            check_session(ctx, &id).await?;
+            Ok(jsonrpc::result(&id, prompts::list()))
+        }
+        "prompts/get" => prompts::get(ctx, &id, params.as_ref()).await,
+        "completion/complete" => prompts::complete(ctx, &id, params.as_ref()).await,
         _ => {
             check_session(ctx, &id).await?;
             Err(Failure::Rpc(jsonrpc::method_not_found(id, method)))
@@ -107,6 +146,20 @@ async fn call_tool(
     Ok(jsonrpc::result(&id, value))
 }
 
+/// Whether `version` has tasks (2025-11-25 in the core, 2026-07-28 as the extension, whose
+/// declaration `mcp::post_modern` checks).
+fn has_tasks(version: &str) -> bool {
+    version == protocol::TASKS_VERSION || tasks_era(version) == Era::Modern
+}
+
+fn tasks_era(version: &str) -> Era {
+    if protocol::is_supported(version) {
+        Era::Legacy
+    } else {
+        Era::Modern
+    }
+}
+
 /// Decodes `params`, naming the offending field on failure.
 fn parse_params<T: DeserializeOwned>(
     id: &RequestId,
@@ -132,21 +185,4 @@ async fn check_session(ctx: &Ctx<'_>, id: &RequestId) -> Result<(), Failure> {
         Err(e) if e.kind == ErrorKind::McpSessionGone => Err(Failure::SessionGone(gone(id, &e))),
         Err(e) => Err(Failure::Rpc(internal(id, &e))),
     }
-}
-
-fn gone(id: &RequestId, e: &Error) -> RpcError {
-    RpcError::new(
-        Some(id.clone()),
-        ErrorCode::INVALID_REQUEST,
-        e.message.clone(),
-    )
-}
-
-fn internal(id: &RequestId, e: &Error) -> RpcError {
-    worker::console_error!("mcp: internal error: {}", e.message);
-    RpcError::new(
-        Some(id.clone()),
-        ErrorCode::INTERNAL_ERROR,
-        "internal error; retry the request",
-    )
 }

@@ -21,7 +21,10 @@ impl Driver<'_> {
         let messages = agent.messages(&session, None).await?;
         let turn = opencode::read_turn(&messages, &current.marker);
         let transcript = match agent.transcript(&session).await {
-            Ok(text) => self.store_transcript(&current.run_id, text).await.is_ok(),
+            Ok(text) => self
+                .store_text(artifacts::transcript_key(&current.run_id), text)
+                .await
+                .is_ok(),
             Err(_) => false,
         };
         self.stop_agent(&current).await;
@@ -109,6 +112,10 @@ impl Driver<'_> {
                 outcome.changed_files = pushed.changed_files;
                 outcome.diffstat = pushed.diffstat;
                 outcome.left_out = pushed.left_out;
+                if let Some(diff) = pushed.diff {
+                    let key = artifacts::diff_key(&run.id);
+                    outcome.diff = self.store_text(key, diff).await.is_ok();
+                }
             }
         }
         self.transition(&current.run_id, RunStatus::Completed, None, Some(outcome))
@@ -124,12 +131,9 @@ impl Driver<'_> {
             .unwrap_or_default()
     }
 
-    async fn store_transcript(&self, run_id: &str, text: String) -> Result<()> {
+    async fn store_text(&self, key: String, text: String) -> Result<()> {
         let bucket = self.env.bucket(artifacts::BUCKET)?;
-        bucket
-            .put(artifacts::transcript_key(run_id), worker::Data::Text(text))
-            .execute()
-            .await?;
+        bucket.put(key, worker::Data::Text(text)).execute().await?;
         Ok(())
     }
 }

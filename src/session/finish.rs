@@ -10,7 +10,7 @@ use super::store::Checkout;
 use crate::config;
 use crate::error::{Error, Result};
 use crate::runs::Commit;
-use crate::sandbox::api::{SandboxClient, WriteFile};
+use crate::sandbox::api::{ReadFile, SandboxClient, WriteFile};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde_json::{json, Value};
@@ -32,6 +32,8 @@ pub struct Pushed {
     pub diffstat: Option<String>,
     /// Untracked by-products (`git::BY_PRODUCTS`) that were not committed.
     pub left_out: Vec<String>,
+    /// The change as a unified diff (`None` when it could not be read).
+    pub diff: Option<String>,
 }
 
 /// The phase a failure happened in, with its message.
@@ -129,6 +131,7 @@ pub async fn push(
     )
     .await?;
     let diffstat = Some(stat).filter(|s| !s.is_empty());
+    let diff = read_diff(sandbox, dir, &range).await;
 
     // Forced: a push repeated after a restart replaces the run's own branch, and only that.
     let refspec = format!("+HEAD:refs/heads/{own_branch}");
@@ -147,7 +150,31 @@ pub async fn push(
         changed_files,
         diffstat,
         left_out,
+        diff,
     }))
+}
+
+/// Where the unified diff is written inside the checkout (under `.git`, so never committed).
+const DIFF_FILE: &str = ".git/handoff-run.diff";
+
+/// The change as a unified diff: written to a file by git, then read whole (command output
+/// would be cut to its head and tail). Best effort: a run never fails for want of it.
+async fn read_diff(sandbox: &SandboxClient, dir: &str, range: &str) -> Option<String> {
+    let output = format!("--output={DIFF_FILE}");
+    let args = [
+        "diff",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-color",
+        &output,
+        range,
+    ];
+    git::run(sandbox, dir, &args, None).await.ok()?;
+    let read = ReadFile {
+        path: format!("{dir}/{DIFF_FILE}"),
+        encoding: handoff_wire::Encoding::Text,
+    };
+    sandbox.call(read).await.ok().map(|file| file.content)
 }
 
 /// `git add -A` with the by-product rules as excludes (they apply to untracked files only, so

@@ -34,6 +34,9 @@ pub struct Ctx<'a> {
     pub ledger: Ledger,
     pub base_url: String,
     pub status: Option<StatusLine>,
+    /// Set when the call is task-augmented: the task's TTL (a tool that supports tasks makes
+    /// its run a task kept this long).
+    pub task_ttl_ms: Option<i64>,
 }
 
 impl Ctx<'_> {
@@ -53,6 +56,8 @@ impl Ctx<'_> {
 pub(crate) trait ToolHandler {
     const NAME: &'static str;
     const TITLE: &'static str;
+    /// Whether a call may be task-augmented (`execution.taskSupport: optional`).
+    const TASKS: bool = false;
     type Params: DeserializeOwned + JsonSchema + 'static;
     type Output: Serialize + JsonSchema + 'static;
     fn annotations() -> ToolAnnotations;
@@ -150,6 +155,19 @@ fn failure(error: &Error) -> CallToolResult {
     result
 }
 
+/// What `opencode_get_result` answers for a run already read: a task's result. A run that
+/// failed or was cancelled is an `isError` result (its structured content says why).
+pub fn run_result(ctx: &Ctx<'_>, run: crate::runs::RunRecord) -> CallToolResult {
+    let ended_badly = matches!(
+        run.status,
+        crate::runs::RunStatus::Failed | crate::runs::RunStatus::Cancelled
+    );
+    let output = runs::view(ctx, run);
+    let mut result = success(<runs::GetResult as ToolHandler>::summary(&output), &output);
+    result.is_error = Some(ended_badly);
+    result
+}
+
 /// The tool-call error an `InvalidArguments` becomes for clients that expect tool errors.
 pub fn invalid_arguments_result(message: &str) -> CallToolResult {
     failure(&Error::invalid(format!(
@@ -178,9 +196,32 @@ macro_rules! tool_set {
         /// The `tools/list` result, built once per isolate (schemas never change at run time).
         pub fn list_result() -> Value {
             thread_local! {
-                static LIST: Value = serde_json::json!({ "tools": definitions() });
+                static LIST: Value = {
+                    let tools: Vec<Value> = definitions()
+                        .into_iter()
+                        .map(|tool| {
+                            let tasks = supports_tasks(&tool.name);
+                            let mut value = serde_json::json!(tool);
+                            if tasks {
+                                value["execution"] = serde_json::json!({"taskSupport": "optional"});
+                            }
+                            value
+                        })
+                        .collect();
+                    serde_json::json!({ "tools": tools })
+                };
             }
             LIST.with(Value::clone)
+        }
+
+        /// Whether the named tool takes task-augmented calls.
+        pub fn supports_tasks(name: &str) -> bool {
+            $(
+                if name == <$tool as ToolHandler>::NAME {
+                    return <$tool as ToolHandler>::TASKS;
+                }
+            )+
+            false
         }
 
         /// Runs the named tool.

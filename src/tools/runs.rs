@@ -28,6 +28,7 @@ const RUN_NOT_FOUND_HINT: &str = "check the runId, or call opencode_list_runs to
 impl ToolHandler for RunTask {
     const NAME: &'static str = "opencode_run_task";
     const TITLE: &'static str = "Start a coding task";
+    const TASKS: bool = true;
     type Params = RunTaskParams;
     type Output = RunTaskOutput;
 
@@ -52,6 +53,7 @@ impl ToolHandler for RunTask {
             .call(CreateRun {
                 principal: ctx.principal.id.clone(),
                 spec,
+                task_ttl_ms: ctx.task_ttl_ms,
             })
             .await
             .map_err(|e| {

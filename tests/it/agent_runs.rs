@@ -162,6 +162,45 @@ async fn a_run_fixes_the_failing_test_and_opens_a_pull_request() {
     assert_eq!(transcript.status, 200);
     assert!(transcript.json().as_array().unwrap().len() >= 2);
 
+    // The same as MCP resources: the change as a unified diff, the transcript, the run.
+    let read_resource = |uri: String| {
+        let mcp = &mcp;
+        async move {
+            let read = mcp.request("resources/read", json!({"uri": uri})).await;
+            read["result"]["contents"][0].clone()
+        }
+    };
+    let diff = read_resource(format!("handoff://runs/{run_id}/diff")).await;
+    assert_eq!(diff["mimeType"], "text/x-diff", "{diff}");
+    let diff = diff["text"].as_str().unwrap();
+    assert!(
+        diff.contains("diff --git a/add.sh b/add.sh") && diff.contains("\n+"),
+        "{diff}"
+    );
+    let transcript = read_resource(format!("handoff://runs/{run_id}/transcript")).await;
+    let transcript: Value = serde_json::from_str(transcript["text"].as_str().unwrap()).unwrap();
+    assert!(transcript.as_array().unwrap().len() >= 2);
+    let resource = read_resource(format!("handoff://runs/{run_id}")).await;
+    let resource: Value = serde_json::from_str(resource["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        resource["result"]["pullRequestUrl"],
+        result["pullRequestUrl"]
+    );
+    // The review prompt names the newest completed run by default.
+    let prompt = mcp
+        .request(
+            "prompts/get",
+            json!({"name": "review_run", "arguments": {"runId": run_id}}),
+        )
+        .await;
+    let text = prompt["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.contains(&format!("handoff://runs/{run_id}/diff")),
+        "{text}"
+    );
+
     // The session's sandbox is a sandbox like any other.
     let sandbox = format!("sbx_{}", session_id.trim_start_matches("ses_"));
     let info = mcp

@@ -20,7 +20,7 @@ fn hung_backend_options(hole: &BlackHole) -> WorkerOptions {
 }
 
 /// An instance whose sandbox backend hangs, shared by the tests in this file that do not restart.
-fn hung() -> &'static Worker {
+pub(crate) fn hung() -> &'static Worker {
     static HOLE: OnceLock<BlackHole> = OnceLock::new();
     static WORKER: OnceLock<Worker> = OnceLock::new();
     let hole = HOLE.get_or_init(BlackHole::start);
@@ -130,6 +130,10 @@ async fn runs_sessions_and_alarms_survive_a_restart() {
     let mut worker = Worker::start(hung_backend_options(&hole));
     let mcp = Mcp::connect(&worker.url("")).await;
     let (run_id, session_id) = mcp.start_run("a task interrupted by a restart").await;
+    let task = mcp
+        .start_task(json!({"task": "an MCP task across a restart"}), json!({}))
+        .await;
+    let task_id = task["taskId"].as_str().unwrap().to_string();
     mcp.wait_run(&run_id, Duration::from_secs(10), |r| {
         status(r) == "starting"
     })
@@ -155,5 +159,32 @@ async fn runs_sessions_and_alarms_survive_a_restart() {
         .await;
     assert_eq!(listed["runs"][0]["runId"], json!(run_id));
     let sessions = mcp.call_ok("opencode_list_sessions", json!({})).await;
-    assert_eq!(sessions["sessions"][0]["sessionId"], json!(session_id));
+    assert!(sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["sessionId"] == json!(session_id)));
+
+    // The task came back with its run, and the session's stream replays its status changes
+    // from before the restart.
+    let got = mcp.request("tasks/get", json!({"taskId": task_id})).await;
+    assert_eq!(got["result"]["taskId"], json!(task_id), "{got}");
+    let replayed = handoff_tests::mcp::read_events(
+        mcp.open_stream(Some("0.0")).await,
+        Duration::from_secs(20),
+        |events| {
+            events.iter().any(|e| {
+                e.data["params"]["taskId"] == json!(task_id)
+                    && e.data["params"]["status"] == "failed"
+            })
+        },
+    )
+    .await;
+    assert!(
+        replayed
+            .iter()
+            .any(|e| e.data["method"] == "notifications/tasks/status"
+                && e.data["params"]["taskId"] == json!(task_id)),
+        "{replayed:#?}"
+    );
 }

@@ -243,5 +243,31 @@ async fn the_python_sdk_settles_on_2026_07_28_by_itself_and_still_speaks_the_old
         assert_eq!(run["tools"], 19, "{run}");
         assert_eq!(run["isError"], false, "{run}");
         assert_eq!(run["runId"], run["readBack"], "{run}");
+        assert_eq!(run["readRunId"], run["runId"], "the run resource: {run}");
+        assert_eq!(
+            run["templates"],
+            json!([
+                "handoff://runs/{runId}",
+                "handoff://runs/{runId}/diff",
+                "handoff://runs/{runId}/transcript",
+                "handoff://sandboxes/{sandboxId}/files/{+path}"
+            ]),
+            "{run}"
+        );
+        assert_eq!(
+            run["prompts"],
+            json!(["continue_session", "delegate", "review_run"]),
+            "{run}"
+        );
+        assert!(
+            run["promptText"]
+                .as_str()
+                .unwrap()
+                .contains("fix the flaky test"),
+            "{run}"
+        );
+        assert_eq!(run["completes"], true, "{run}");
     }
+    let uri = format!("handoff://runs/{}", auto["runId"].as_str().unwrap());
+    assert_eq!(auto["listenHonored"], json!([uri]), "{auto}");
 }

