@@ -5,6 +5,7 @@
 mod agent_runs;
 mod auth;
 mod by_products;
+mod conformance;
 mod daemon_api;
 mod deploy;
 mod durability;

@@ -3,6 +3,7 @@
 //! configuration), talks MCP to it over raw HTTP and through rmcp's client, and provides the
 //! local stand-ins for what cannot exist offline.
 
+pub mod auth_proxy;
 pub mod blackhole;
 pub mod containers;
 pub mod daemon;

