@@ -9,6 +9,8 @@ pub const RUN: &str = "run_";
 pub const SESSION: &str = "ses_";
 pub const MCP_SESSION: &str = "mcp_";
 pub const SANDBOX: &str = "sbx_";
+/// An MCP task that runs a command in a sandbox (a run's task id is its run id).
+pub const EXEC_TASK: &str = "xtk_";
 /// OAuth: a dynamically registered client, a pending authorization request, a grant (the
 /// family of tokens one approval issued).
 pub const CLIENT: &str = "cli_";

@@ -49,8 +49,13 @@ rpc::ops! {
             /// Also makes the run an MCP task, kept this long (of the envelope's MCP session, if any).
             task_ttl_ms: Option<i64>,
         } => CreatedRun;
-        /// A live task (a run created by a task-augmented call).
-        get_task: GetTask { run_id: String } => TaskRecord;
+        /// Records a command started for a task-augmented `sandbox_exec` (of the envelope's MCP
+        /// session, if any).
+        create_exec_task: CreateExecTask { exec: ExecTask, ttl_ms: i64 } => TaskRecord;
+        /// Records how a command task ended (the first end recorded stays).
+        end_exec_task: EndExecTask { task_id: String, end: ExecEnd } => TaskRecord;
+        /// A live task.
+        get_task: GetTask { task_id: String } => TaskRecord;
         /// Live tasks, newest first, strictly older than `before` (a sequence number).
         list_tasks: ListTasks { limit: u32, before: Option<i64> } => Page<TaskRecord>;
         /// What changed since a stream's cursor: the tasks (of the envelope's MCP session when
@@ -110,13 +115,45 @@ pub struct CreatedRun {
     pub deduplicated: bool,
 }
 
-/// A run that is also an MCP task.
+/// An MCP task: a run (a task-augmented `opencode_run_task`) or a command (a task-augmented
+/// `sandbox_exec`), kept for its TTL.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct TaskRecord {
-    pub run: RunRecord,
+    pub id: String,
     pub ttl_ms: i64,
     /// When the task was created (its TTL counts from here).
     pub created_at: i64,
+    pub work: TaskWork,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum TaskWork {
+    Run(Box<RunRecord>),
+    Exec(ExecTask),
+}
+
+/// A command running as a background process in a sandbox, for a task.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecTask {
+    pub sandbox_id: String,
+    pub process_id: u64,
+    /// When the process started (tells it apart from a later one with the same id).
+    pub process_started_at: i64,
+    pub command: String,
+    pub timeout_ms: u64,
+    /// How it ended, once it was seen to end.
+    pub end: Option<ExecEnd>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecEnd {
+    /// `completed`, `failed` or `cancelled`.
+    pub status: RunStatus,
+    /// One line on how it ended.
+    pub message: String,
+    /// The `sandbox_exec` result (an `isError` result saying why when there is no output).
+    pub result: serde_json::Value,
+    pub at: i64,
 }
 
 /// A resource a stream watches: its URI and the run whose changes it follows.

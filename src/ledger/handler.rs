@@ -200,16 +200,43 @@ impl LedgerHandler for Call<'_> {
         Ok(Transitioned { status, applied })
     }
 
+    async fn create_exec_task(&self, op: CreateExecTask) -> Result<TaskRecord> {
+        let id = ids::new_id(ids::EXEC_TASK);
+        let session = self.mcp_session.as_ref().map(|s| s.id.as_str());
+        let json = serde_json::to_string(&op.exec)?;
+        store::insert_exec_task(&self.sql, &id, session, op.ttl_ms, self.now, &json)?;
+        self.find_task(&id)
+    }
+
+    async fn end_exec_task(&self, op: EndExecTask) -> Result<TaskRecord> {
+        let record = self.find_task(&op.task_id)?;
+        let TaskWork::Exec(mut exec) = record.work else {
+            return Err(Error::invalid(format!(
+                "task {} is not a command",
+                op.task_id
+            )));
+        };
+        if exec.end.is_some() {
+            return self.find_task(&op.task_id);
+        }
+        let status = op.end.status;
+        exec.end = Some(op.end);
+        let json = serde_json::to_string(&exec)?;
+        store::end_exec_task(&self.sql, &op.task_id, &json, status, self.now)?;
+        self.find_task(&op.task_id)
+    }
+
     async fn get_task(&self, op: GetTask) -> Result<TaskRecord> {
-        store::get_task(&self.sql, &op.run_id, self.now)?
-            .map(task_record)
-            .ok_or_else(|| task_not_found(&op.run_id))
+        self.find_task(&op.task_id)
     }
 
     async fn list_tasks(&self, op: ListTasks) -> Result<Page<TaskRecord>> {
         let (rows, next) = store::list_tasks(&self.sql, op.before, op.limit, self.now)?;
         Ok(Page {
-            items: rows.into_iter().map(task_record).collect(),
+            items: rows
+                .into_iter()
+                .map(task_record)
+                .collect::<Result<Vec<_>>>()?,
             next,
         })
     }
@@ -240,7 +267,7 @@ impl LedgerHandler for Call<'_> {
         for (seq, run_id) in changed {
             cursor.seq = cursor.seq.max(seq);
             if let Some(row) = store::get_task(sql, &run_id, self.now)? {
-                tasks.push((seq, task_record(row)));
+                tasks.push((seq, task_record(row)?));
             }
         }
         let watched: Vec<(String, String)> = match op.watched {
@@ -283,6 +310,13 @@ impl LedgerHandler for Call<'_> {
 }
 
 impl Call<'_> {
+    fn find_task(&self, id: &str) -> Result<TaskRecord> {
+        store::get_task(&self.sql, id, self.now)?
+            .map(task_record)
+            .transpose()?
+            .ok_or_else(|| task_not_found(id))
+    }
+
     /// The envelope's MCP session, which `what` needs.
     fn session_for(&self, what: &str) -> Result<&str> {
         self.mcp_session
@@ -292,16 +326,20 @@ impl Call<'_> {
     }
 }
 
-fn task_record((task, run): (store::TaskRow, RunRecord)) -> TaskRecord {
-    TaskRecord {
-        run,
+fn task_record((task, work): (store::TaskRow, store::Work)) -> Result<TaskRecord> {
+    Ok(TaskRecord {
+        id: task.run_id,
         ttl_ms: task.ttl_ms,
         created_at: task.created_at,
-    }
+        work: match work {
+            store::Work::Run(run) => TaskWork::Run(run),
+            store::Work::Exec(json) => TaskWork::Exec(serde_json::from_str(&json)?),
+        },
+    })
 }
 
-fn task_not_found(run_id: &str) -> Error {
+fn task_not_found(id: &str) -> Error {
     Error::not_found(format!(
-        "task {run_id} not found or expired (the run itself stays readable with opencode_get_result)"
+        "task {id} not found or expired (a run stays readable with opencode_get_result)"
     ))
 }

@@ -46,3 +46,19 @@ pub fn internal(id: &RequestId, e: &Error) -> RpcError {
         "internal error; retry the request",
     )
 }
+
+/// A tool call that produced no result as the request's failure.
+pub fn of_call(id: &RequestId, e: crate::tools::CallError) -> Failure {
+    use crate::tools::CallError;
+    match e {
+        CallError::SessionGone(e) => Failure::SessionGone(gone(id, &e)),
+        CallError::InvalidArguments(message) => {
+            Failure::Rpc(jsonrpc::invalid_params(id.clone(), message))
+        }
+        CallError::UnknownTool(name) => Failure::Rpc(jsonrpc::invalid_params(
+            id.clone(),
+            format!("unknown tool {name:?}; call tools/list for the available tools"),
+        )),
+        CallError::Failed(e) => failure_of(id, &e, ErrorCode::INVALID_PARAMS),
+    }
+}

@@ -13,6 +13,7 @@ mod protocol;
 mod resources;
 mod server;
 mod stream;
+mod task_view;
 mod tasks;
 mod transport;
 
@@ -295,14 +296,9 @@ async fn post_modern(
     let progress = progress_of(&method, params.as_ref(), accepts_sse);
     let status = progress.as_ref().map(|(_, status)| status.clone());
     let declared = tasks::declared(params.as_ref());
-    let task_ttl_ms = (method == "tools/call"
-        && declared
-        && params
-            .as_ref()
-            .and_then(|p| p.get("name"))
-            .and_then(Value::as_str)
-            .is_some_and(crate::tools::supports_tasks))
-    .then_some(tasks::DEFAULT_TTL_MS);
+    let task_ttl_ms =
+        (method == "tools/call" && declared && tasks::modern_augments(params.as_ref()))
+            .then_some(tasks::DEFAULT_TTL_MS);
     let env = env.clone();
     let pending = Box::pin(async move {
         let ctx = Ctx {

@@ -10,7 +10,7 @@
 //! modern era): the stream says when the run changes.
 
 use super::failure::Failure;
-use super::jsonrpc::{self, RpcError};
+use super::jsonrpc;
 use crate::artifacts;
 use crate::error::Error;
 use crate::ids;
@@ -219,16 +219,7 @@ async fn sandbox_file(
     let arguments = json!({"sandboxId": sandbox_id, "path": path, "encoding": "base64"});
     let result = tools::call(ctx, "sandbox_files_read", arguments.as_object().cloned())
         .await
-        .map_err(|e| match e {
-            tools::CallError::SessionGone(e) => Failure::SessionGone(RpcError::new(
-                Some(id.clone()),
-                ErrorCode::INVALID_REQUEST,
-                e.message,
-            )),
-            tools::CallError::InvalidArguments(m) | tools::CallError::UnknownTool(m) => {
-                Failure::Rpc(jsonrpc::invalid_params(id.clone(), m))
-            }
-        })?;
+        .map_err(|e| super::failure::of_call(id, e))?;
     let content = result
         .structured_content
         .as_ref()

@@ -5,7 +5,8 @@
 use super::failure::{gone, internal, Failure};
 use super::jsonrpc::{self, RpcError};
 use super::protocol;
-use super::tasks::{self, Era};
+use super::task_view::Era;
+use super::tasks;
 use super::{prompts, resources};
 use crate::error::{Error, ErrorKind};
 use crate::ledger::api::{Ledger, OpenMcpSession};
@@ -141,6 +142,7 @@ async fn call_tool(
             }
             tools::invalid_arguments_result(&message)
         }
+        Err(e @ CallError::Failed(_)) => return Err(super::failure::of_call(&id, e)),
     };
     let value = serde_json::to_value(result).map_err(|e| Failure::Rpc(internal(&id, &e.into())))?;
     Ok(jsonrpc::result(&id, value))

@@ -8,7 +8,7 @@
 //! old era's clients reconnect with `Last-Event-ID`; the new era's listen again).
 
 use super::resources;
-use super::tasks::{self, Era};
+use super::task_view::{self as tasks_view, Era};
 use crate::error::{ErrorKind, Result};
 use crate::ledger::api::{ChangeSet, Changes, Cursor, Ledger, TaskRecord, Watched};
 use crate::principal::Principal;
@@ -255,7 +255,7 @@ impl State {
             Watch::Session => json!({
                 "jsonrpc": "2.0",
                 "method": "notifications/tasks/status",
-                "params": tasks::task(&record, Era::Legacy),
+                "params": tasks_view::task(&record, Era::Legacy),
             }),
             Watch::Listed { .. } => {
                 let ctx = Ctx {
@@ -269,7 +269,7 @@ impl State {
                     status: None,
                     task_ttl_ms: None,
                 };
-                let mut params = Value::Object(tasks::detailed(&ctx, record));
+                let mut params = Value::Object(tasks_view::detailed(&ctx, record));
                 self.stamp(&mut params);
                 json!({"jsonrpc": "2.0", "method": "notifications/tasks", "params": params})
             }

@@ -13,10 +13,12 @@
 
 use super::failure::Failure;
 use super::jsonrpc::{self, RpcError};
+use super::task_view::{self, detailed, task, Era};
 use crate::error::Error;
-use crate::ledger::api::{CancelRun, GetTask, ListTasks, TaskRecord};
-use crate::runs::{RunRecord, RunStatus};
-use crate::time::rfc3339;
+use crate::ledger::api::{
+    CancelRun, CreateExecTask, EndExecTask, ExecEnd, GetTask, ListTasks, TaskRecord, TaskWork,
+};
+use crate::runs::RunStatus;
 use crate::tools::{self, Ctx};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -31,20 +33,12 @@ pub const DEFAULT_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
 pub const MIN_TTL_MS: i64 = 3600 * 1000;
 /// Longest TTL granted: 30 days.
 pub const MAX_TTL_MS: i64 = 30 * 24 * 3600 * 1000;
-/// How often clients should poll a task: runs move on in seconds, end in minutes.
-pub const POLL_INTERVAL_MS: i64 = 5_000;
 /// How often `tasks/result` reads the run while it blocks.
 const RESULT_POLL: Duration = Duration::from_secs(2);
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// The tasks extension of 2026-07-28.
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 const TASKS_CURSOR: &str = "tasks";
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Era {
-    Legacy,
-    Modern,
-}
 
 /// The TTL a legacy `params.task` asks for: `Ok(None)` when the call is not task-augmented.
 pub fn requested_ttl(params: Option<&Map<String, Value>>) -> Result<Option<i64>, String> {
@@ -79,6 +73,25 @@ pub fn undeclared(id: &RequestId) -> RpcError {
     )
 }
 
+/// Whether the server makes a modern `tools/call` a task (the client declared the extension):
+/// every `opencode_run_task`, and a `sandbox_exec` that may outlast the usual 60 s client timeout.
+pub fn modern_augments(params: Option<&Map<String, Value>>) -> bool {
+    let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+    match name {
+        Some(name) if name == tools::EXEC_TASK_TOOL => params
+            .and_then(|p| p.get("arguments"))
+            .and_then(|a| a.get("timeoutMs"))
+            .and_then(Value::as_u64)
+            .is_some_and(|ms| ms > LONG_EXEC_MS),
+        Some(name) => tools::supports_tasks(name),
+        None => false,
+    }
+}
+
+/// A `sandbox_exec` allowed longer than this becomes a task for modern clients with the
+/// extension (clients commonly give up on a request after 60 s).
+const LONG_EXEC_MS: u64 = 60_000;
+
 /// Whether a modern request's client declared the tasks extension.
 pub fn declared(params: Option<&Map<String, Value>>) -> bool {
     params
@@ -89,61 +102,8 @@ pub fn declared(params: Option<&Map<String, Value>>) -> bool {
         .is_some()
 }
 
-/// A task's status as each era names it (a failed run is a completed request with an `isError`
-/// result in the modern era, a failed task in the old one).
-fn status(run: &RunRecord, era: Era) -> &'static str {
-    match run.status {
-        RunStatus::Queued | RunStatus::Starting | RunStatus::Running => "working",
-        RunStatus::Completed => "completed",
-        RunStatus::Failed if era == Era::Modern => "completed",
-        RunStatus::Failed => "failed",
-        RunStatus::Cancelled => "cancelled",
-    }
-}
-
-/// One line on what the run is doing or how it ended.
-fn status_message(run: &RunRecord) -> String {
-    match (&run.error, &run.progress) {
-        (Some(error), _) => format!("{}: {}", run.status.as_str(), error.message),
-        (None, Some(p)) if !run.status.is_terminal() => {
-            format!("{}: {}: {}", run.status.as_str(), p.phase, p.message)
-        }
-        _ => run.status.as_str().to_string(),
-    }
-}
-
-/// The task object (2025-11-25 `Task`, 2026-07-28 `Task` with `…Ms` names).
-pub fn task(record: &TaskRecord, era: Era) -> Map<String, Value> {
-    let run = &record.run;
-    let (ttl, poll) = match era {
-        Era::Legacy => ("ttl", "pollInterval"),
-        Era::Modern => ("ttlMs", "pollIntervalMs"),
-    };
-    let mut task = Map::new();
-    task.insert("taskId".into(), json!(run.id));
-    task.insert("status".into(), json!(status(run, era)));
-    task.insert("statusMessage".into(), json!(status_message(run)));
-    task.insert("createdAt".into(), json!(rfc3339(record.created_at)));
-    task.insert("lastUpdatedAt".into(), json!(rfc3339(run.updated_at)));
-    task.insert(ttl.into(), json!(record.ttl_ms));
-    if !run.status.is_terminal() {
-        task.insert(poll.into(), json!(POLL_INTERVAL_MS));
-    }
-    task
-}
-
-/// A task as `tasks/get` shows it in the modern era: with the result inline once done.
-pub fn detailed(ctx: &Ctx<'_>, record: TaskRecord) -> Map<String, Value> {
-    let mut task = task(&record, Era::Modern);
-    if record.run.status.is_terminal() && record.run.status != RunStatus::Cancelled {
-        let result = tools::run_result(ctx, record.run);
-        task.insert("result".into(), json!(result));
-    }
-    task
-}
-
-/// A task-augmented `tools/call` of `name`: runs the tool (which records its run as a task) and
-/// answers `CreateTaskResult`.
+/// A task-augmented `tools/call` of `name`: `opencode_run_task` records its run as a task,
+/// `sandbox_exec` starts its command in the background; either answers `CreateTaskResult`.
 pub async fn create(
     ctx: &Ctx<'_>,
     era: Era,
@@ -158,43 +118,38 @@ pub async fn create(
             format!("tool {name:?} does not take task-augmented calls; call it without `task`"),
         )));
     }
-    let result = match tools::call(ctx, name, arguments).await {
-        Ok(result) => result,
-        Err(tools::CallError::SessionGone(e)) => {
-            return Err(Failure::SessionGone(rpc(
-                id,
-                ErrorCode::INVALID_REQUEST,
-                &e,
-            )))
-        }
-        Err(tools::CallError::InvalidArguments(message)) => {
-            return Err(Failure::Rpc(jsonrpc::invalid_params(id.clone(), message)))
-        }
-        Err(tools::CallError::UnknownTool(name)) => {
-            return Err(Failure::Rpc(jsonrpc::invalid_params(
-                id.clone(),
-                format!("unknown tool {name:?}"),
-            )))
-        }
+    let record = if name == tools::EXEC_TASK_TOOL {
+        let exec = tools::start_exec(ctx, arguments)
+            .await
+            .map_err(|e| super::failure::of_call(id, e))?;
+        let ttl_ms = ctx.task_ttl_ms.unwrap_or(DEFAULT_TTL_MS);
+        ctx.ledger
+            .call(CreateExecTask { exec, ttl_ms })
+            .await
+            .map_err(|e| failure(id, &e))?
+    } else {
+        let result = tools::call(ctx, name, arguments)
+            .await
+            .map_err(|e| super::failure::of_call(id, e))?;
+        let run_id = result
+            .structured_content
+            .as_ref()
+            .and_then(|s| s.get("runId"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let Some(run_id) = run_id.filter(|_| result.is_error != Some(true)) else {
+            let text = json!(result.content)[0]["text"]
+                .as_str()
+                .unwrap_or("the tool failed")
+                .to_string();
+            return Err(Failure::Rpc(RpcError::new(
+                Some(id.clone()),
+                ErrorCode::INTERNAL_ERROR,
+                text,
+            )));
+        };
+        get_record(ctx, id, &run_id).await?
     };
-    let run_id = result
-        .structured_content
-        .as_ref()
-        .and_then(|s| s.get("runId"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let Some(run_id) = run_id.filter(|_| result.is_error != Some(true)) else {
-        let text = serde_json::to_value(&result.content)
-            .ok()
-            .and_then(|c| c[0]["text"].as_str().map(str::to_string))
-            .unwrap_or_else(|| "the tool failed".into());
-        return Err(Failure::Rpc(RpcError::new(
-            Some(id.clone()),
-            ErrorCode::INTERNAL_ERROR,
-            text,
-        )));
-    };
-    let record = get_record(ctx, id, &run_id).await?;
     let task = task(&record, era);
     let result = match era {
         Era::Legacy => json!({ "task": task }),
@@ -232,12 +187,18 @@ pub async fn result(
     let task_id = task_id(id, params)?;
     loop {
         let record = get_record(ctx, id, &task_id).await?;
-        if record.run.status.is_terminal() {
-            let mut result = json!(tools::run_result(ctx, record.run));
+        let state = task_view::state(&record);
+        if state.status.is_terminal() {
+            let mut result = task_view::result(ctx, record).unwrap_or_else(|| {
+                json!(tools::error_result(&format!(
+                    "task {task_id} was {}",
+                    state.message
+                )))
+            });
             result["_meta"] = json!({ RELATED_TASK: { "taskId": task_id } });
             return Ok(jsonrpc::result(id, result));
         }
-        ctx.report(&status_message(&record.run));
+        ctx.report(&state.message);
         Delay::from(RESULT_POLL).await;
     }
 }
@@ -285,23 +246,44 @@ pub async fn cancel(
 ) -> Result<Value, Failure> {
     let task_id = task_id(id, params)?;
     let before = get_record(ctx, id, &task_id).await?;
-    if before.run.status.is_terminal() {
+    let state = task_view::state(&before);
+    if state.status.is_terminal() {
         return Err(invalid(
             id,
             &format!(
                 "task {task_id} already ended ({}); it cannot be cancelled",
-                before.run.status.as_str()
+                state.status.as_str()
             ),
         ));
     }
-    ctx.ledger
-        .call(CancelRun {
-            run_id: task_id.clone(),
-            principal: ctx.principal.id.clone(),
-        })
-        .await
-        .map_err(|e| failure(id, &e))?;
-    let after = get_record(ctx, id, &task_id).await?;
+    let principal = ctx.principal.id.clone();
+    let after = match before.work {
+        TaskWork::Run(_) => {
+            let cancel = CancelRun {
+                run_id: task_id.clone(),
+                principal,
+            };
+            ctx.ledger.call(cancel).await.map_err(|e| failure(id, &e))?;
+            get_record(ctx, id, &task_id).await?
+        }
+        TaskWork::Exec(exec) => {
+            tools::kill_exec(ctx, &exec)
+                .await
+                .map_err(|e| failure(id, &e))?;
+            let message = format!("cancelled by {principal}");
+            let end = ExecEnd {
+                status: RunStatus::Cancelled,
+                result: json!(tools::error_result(&message)),
+                message,
+                at: crate::time::now_ms(),
+            };
+            let op = EndExecTask {
+                task_id: task_id.clone(),
+                end,
+            };
+            ctx.ledger.call(op).await.map_err(|e| failure(id, &e))?
+        }
+    };
     Ok(jsonrpc::result(
         id,
         match era {
@@ -330,7 +312,11 @@ fn task_id(id: &RequestId, params: Option<&Map<String, Value>>) -> Result<String
         .and_then(|p| p.get("taskId"))
         .and_then(Value::as_str)
         .ok_or_else(|| invalid(id, "`taskId` (a string) is required"))?;
-    if !crate::ids::is_valid(crate::ids::RUN, task_id) {
+    let known = [crate::ids::RUN, crate::ids::EXEC_TASK];
+    if !known
+        .iter()
+        .any(|prefix| crate::ids::is_valid(prefix, task_id))
+    {
         return Err(invalid(
             id,
             &format!("task {} not found", crate::error::excerpt(task_id)),
@@ -339,13 +325,31 @@ fn task_id(id: &RequestId, params: Option<&Map<String, Value>>) -> Result<String
     Ok(task_id.to_string())
 }
 
+/// A live task, brought up to date: a command task whose process ended gets its end recorded.
 async fn get_record(ctx: &Ctx<'_>, id: &RequestId, task_id: &str) -> Result<TaskRecord, Failure> {
-    ctx.ledger
-        .call(GetTask {
-            run_id: task_id.to_string(),
-        })
+    let get = GetTask {
+        task_id: task_id.to_string(),
+    };
+    let record = ctx.ledger.call(get).await.map_err(|e| failure(id, &e))?;
+    let TaskWork::Exec(exec) = &record.work else {
+        return Ok(record);
+    };
+    if exec.end.is_some() {
+        return Ok(record);
+    }
+    match tools::exec_end(ctx, exec)
         .await
-        .map_err(|e| failure(id, &e))
+        .map_err(|e| failure(id, &e))?
+    {
+        None => Ok(record),
+        Some(end) => {
+            let op = EndExecTask {
+                task_id: task_id.to_string(),
+                end,
+            };
+            ctx.ledger.call(op).await.map_err(|e| failure(id, &e))
+        }
+    }
 }
 
 fn invalid(id: &RequestId, message: &str) -> Failure {
@@ -355,10 +359,6 @@ fn invalid(id: &RequestId, message: &str) -> Failure {
 /// A ledger error as the request's failure: unknown tasks are invalid params (-32602).
 fn failure(id: &RequestId, e: &Error) -> Failure {
     super::failure::failure_of(id, e, ErrorCode::INVALID_PARAMS)
-}
-
-fn rpc(id: &RequestId, code: ErrorCode, e: &Error) -> RpcError {
-    RpcError::new(Some(id.clone()), code, e.message.clone())
 }
 
 fn encode_cursor(seq: i64) -> String {

@@ -310,6 +310,16 @@ impl Daemon {
         self.call(Method::Post, "/processes", Some(req)).await
     }
 
+    /// One background process, from the sandbox's list.
+    pub async fn process(&self, id: u64) -> Result<ProcessInfo> {
+        let list: handoff_wire::ProcessList =
+            self.call::<(), _>(Method::Get, "/processes", None).await?;
+        list.processes
+            .into_iter()
+            .find(|p| p.id == id)
+            .ok_or_else(|| Error::not_found(format!("process {id} is not known in this sandbox")))
+    }
+
     pub async fn kill_process(&self, id: u64) -> Result<ProcessInfo> {
         self.call::<(), _>(Method::Delete, &format!("/processes/{id}"), None)
             .await

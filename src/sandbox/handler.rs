@@ -197,6 +197,10 @@ impl SandboxHandler for SandboxObject {
         on_daemon!(self, |d| d.kill_process(op.id))
     }
 
+    async fn process(&self, op: Process) -> Result<handoff_wire::ProcessInfo> {
+        on_daemon!(self, |d| d.process(op.id))
+    }
+
     async fn logs(&self, op: Logs) -> Result<handoff_wire::ProcessLogs> {
         on_daemon!(self, |d| d.process_logs(op.id))
     }

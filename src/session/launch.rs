@@ -132,6 +132,7 @@ impl Driver<'_> {
             ),
             cwd: Some(current.dir.clone()),
             env,
+            timeout_ms: None,
         };
         let process = sandbox.call(Spawn { request }).await?;
         current.agent_process = Some(process.id);

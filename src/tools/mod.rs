@@ -8,6 +8,7 @@ mod runs;
 mod sandbox;
 mod sandbox_files;
 mod sandbox_params;
+mod sandbox_tasks;
 mod sandbox_views;
 mod schema;
 mod views;
@@ -22,6 +23,8 @@ use schemars::JsonSchema;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
 use worker::Env;
+
+pub use sandbox_tasks::{exec_end, kill_exec, start_exec, EXEC_TASK_TOOL};
 
 /// The latest word on a running call, which progress notifications carry to the client.
 pub type StatusLine = std::rc::Rc<std::cell::RefCell<String>>;
@@ -79,6 +82,8 @@ pub enum CallError {
     InvalidArguments(String),
     /// The caller's MCP session is gone (HTTP 404 so the client initializes again).
     SessionGone(Error),
+    /// The work could not be started (for calls that answer a task rather than a result).
+    Failed(Error),
 }
 
 fn definition<T: ToolHandler>() -> Tool {
@@ -104,31 +109,45 @@ async fn invoke<T: ToolHandler>(
     ctx: &Ctx<'_>,
     arguments: Option<Map<String, Value>>,
 ) -> std::result::Result<CallToolResult, CallError> {
-    let value = Value::Object(arguments.unwrap_or_default());
-    let params: T::Params = serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        CallError::InvalidArguments(if path == "." {
-            format!("invalid arguments for {}: {inner}", T::NAME)
-        } else {
-            format!("invalid arguments for {}: `{path}`: {inner}", T::NAME)
-        })
-    })?;
+    let params: T::Params = parse_arguments(T::NAME, arguments)?;
     match T::run(ctx, params).await {
         Ok(output) => {
             let mut result = success(T::summary(&output), &output);
             result.content.extend(T::extra_content(&output));
             Ok(result)
         }
-        Err(e) if matches!(e.kind, ErrorKind::InvalidInput | ErrorKind::PortClosed) => {
-            Err(CallError::InvalidArguments(format!(
-                "invalid arguments for {}: {}",
-                T::NAME,
-                e.message
-            )))
+        Err(e) => match argument_error(T::NAME, e) {
+            CallError::Failed(e) => Ok(failure(&e)),
+            other => Err(other),
+        },
+    }
+}
+
+/// A tool's arguments as its parameter type, naming the offending field on failure.
+fn parse_arguments<P: DeserializeOwned>(
+    tool: &str,
+    arguments: Option<Map<String, Value>>,
+) -> std::result::Result<P, CallError> {
+    let value = Value::Object(arguments.unwrap_or_default());
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        CallError::InvalidArguments(if path == "." {
+            format!("invalid arguments for {tool}: {inner}")
+        } else {
+            format!("invalid arguments for {tool}: `{path}`: {inner}")
+        })
+    })
+}
+
+/// An error of a tool's own checks as the call's error.
+fn argument_error(tool: &str, e: Error) -> CallError {
+    match e.kind {
+        ErrorKind::InvalidInput | ErrorKind::PortClosed => {
+            CallError::InvalidArguments(format!("invalid arguments for {tool}: {}", e.message))
         }
-        Err(e) if e.kind == ErrorKind::McpSessionGone => Err(CallError::SessionGone(e)),
-        Err(e) => Ok(failure(&e)),
+        ErrorKind::McpSessionGone => CallError::SessionGone(e),
+        _ => CallError::Failed(e),
     }
 }
 
@@ -166,6 +185,11 @@ pub fn run_result(ctx: &Ctx<'_>, run: crate::runs::RunRecord) -> CallToolResult 
     let mut result = success(<runs::GetResult as ToolHandler>::summary(&output), &output);
     result.is_error = Some(ended_badly);
     result
+}
+
+/// A tool execution error (`isError: true`) carrying `message`.
+pub fn error_result(message: &str) -> CallToolResult {
+    failure(&Error::invalid(message))
 }
 
 /// The tool-call error an `InvalidArguments` becomes for clients that expect tool errors.

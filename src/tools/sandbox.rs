@@ -165,6 +165,7 @@ impl ToolHandler for Info {
 impl ToolHandler for Exec {
     const NAME: &'static str = "sandbox_exec";
     const TITLE: &'static str = "Run a command in a sandbox";
+    const TASKS: bool = true;
     type Params = ExecParams;
     type Output = ExecOutput;
 
@@ -172,14 +173,8 @@ impl ToolHandler for Exec {
         annotations(false, true, false, true)
     }
 
-    async fn run(ctx: &Ctx<'_>, p: ExecParams) -> Result<ExecOutput> {
-        check_command(&p.command)?;
-        let env = p.env.unwrap_or_default();
-        check_env("env", &env)?;
-        if let Some(cwd) = &p.cwd {
-            check_path("cwd", cwd)?;
-        }
-        let timeout_ms = exec_timeout(p.timeout_ms)?;
+    async fn run(ctx: &Ctx<'_>, mut p: ExecParams) -> Result<ExecOutput> {
+        let (env, timeout_ms) = check_exec(&mut p)?;
         let client = sandbox(ctx, &p.sandbox_id).await?;
         let request = ExecRequest {
             command: p.command,

@@ -274,6 +274,18 @@ pub fn idle_timeout(value: Option<u32>) -> Result<u32> {
     }
 }
 
+/// `sandbox_exec`'s arguments, checked: the command, its environment, its working directory and
+/// its time limit (defaulted).
+pub fn check_exec(p: &mut ExecParams) -> Result<(BTreeMap<String, String>, u64)> {
+    check_command(&p.command)?;
+    let env = p.env.take().unwrap_or_default();
+    check_env("env", &env)?;
+    if let Some(cwd) = &p.cwd {
+        check_path("cwd", cwd)?;
+    }
+    Ok((env, exec_timeout(p.timeout_ms)?))
+}
+
 pub fn exec_timeout(value: Option<u64>) -> Result<u64> {
     match value {
         None => Ok(EXEC_DEFAULT_TIMEOUT_MS),

@@ -10,6 +10,7 @@ mod daemon_api;
 mod deploy;
 mod durability;
 mod eras;
+mod exec_tasks;
 mod oauth;
 mod prompts;
 mod protocol;

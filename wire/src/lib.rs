@@ -224,6 +224,10 @@ pub struct StartProcess {
     pub cwd: Option<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Kill the process group after this many milliseconds (at most `EXEC_MAX_TIMEOUT_MS`);
+    /// absent: it runs until it ends or is killed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -234,6 +238,12 @@ pub struct ProcessInfo {
     pub started_at: i64,
     pub running: bool,
     pub exit_code: Option<i32>,
+    /// When it ended (milliseconds since the epoch); absent while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<i64>,
+    /// True when its `timeout_ms` ran out and the daemon killed it.
+    #[serde(default)]
+    pub timed_out: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use crate::sandbox::{Registry, Sandbox};
 use table::{signal, Entry, MAX_TRACKED};
 
 pub mod table;
-use handoff_wire::{ProcessInfo, ProcessLogs, StartProcess, EXEC_OUTPUT_CAP};
+use handoff_wire::{ProcessInfo, ProcessLogs, StartProcess, EXEC_MAX_TIMEOUT_MS, EXEC_OUTPUT_CAP};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -21,6 +21,14 @@ pub async fn start(
     req: &StartProcess,
 ) -> Result<ProcessInfo> {
     let argv = crate::exec::program(&req.command, req.argv.as_ref())?;
+    if req
+        .timeout_ms
+        .is_some_and(|t| t == 0 || t > EXEC_MAX_TIMEOUT_MS)
+    {
+        return Err(ApiError::bad_request(format!(
+            "timeout_ms must be 1 to {EXEC_MAX_TIMEOUT_MS}"
+        )));
+    }
     let table = &sandbox.processes;
     table.prune();
     if table.running_count() >= MAX_TRACKED {
@@ -55,17 +63,36 @@ pub async fn start(
         started_at: now_ms(),
         running: true,
         exit_code: None,
+        ended_at: None,
+        timed_out: false,
     };
     let entry = Arc::new(Mutex::new(Entry {
         info: info.clone(),
         pgid: child.id().map(|p| p as i32),
     }));
     table.lock().insert(id, entry.clone());
+    let limit = req.timeout_ms.map(Duration::from_millis);
+    let pgid = child.id().map(|p| p as i32);
     tokio::spawn(async move {
-        let status = child.wait().await.ok();
+        let mut timed_out = false;
+        let status = match limit {
+            None => child.wait().await.ok(),
+            Some(limit) => match tokio::time::timeout(limit, child.wait()).await {
+                Ok(status) => status.ok(),
+                Err(_) => {
+                    timed_out = true;
+                    if let Some(pgid) = pgid {
+                        signal(pgid, libc::SIGKILL);
+                    }
+                    child.wait().await.ok()
+                }
+            },
+        };
         if let Ok(mut e) = entry.lock() {
             e.info.running = false;
             e.info.exit_code = status.and_then(|s| s.code());
+            e.info.ended_at = Some(now_ms());
+            e.info.timed_out = timed_out;
         }
     });
     Ok(info)

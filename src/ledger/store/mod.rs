@@ -97,7 +97,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   run_id TEXT PRIMARY KEY,
   mcp_session TEXT,
   ttl_ms INTEGER NOT NULL,
-  created_at INTEGER NOT NULL
+  created_at INTEGER NOT NULL,
+  exec TEXT
 );
 CREATE INDEX IF NOT EXISTS tasks_by_session ON tasks(mcp_session) WHERE mcp_session IS NOT NULL;
 CREATE TABLE IF NOT EXISTS mcp_subscriptions (
@@ -119,9 +120,10 @@ const RUN_COLUMNS: &str = "seq, id, session_id, created_by, status, task, title,
     outcome, error_code, error_message, origin, progress_detail";
 
 /// Columns added after the first schema; added to older databases at start.
-const LATER_COLUMNS: [&str; 2] = [
+const LATER_COLUMNS: [&str; 3] = [
     "ALTER TABLE runs ADD COLUMN origin TEXT",
     "ALTER TABLE runs ADD COLUMN progress_detail TEXT",
+    "ALTER TABLE tasks ADD COLUMN exec TEXT",
 ];
 
 pub fn create_schema(sql: &SqlStorage) -> Result<()> {
@@ -307,7 +309,12 @@ pub fn insert_run(
     Ok(())
 }
 
-fn insert_transition(sql: &SqlStorage, run_id: &str, status: RunStatus, at: i64) -> Result<()> {
+pub(super) fn insert_transition(
+    sql: &SqlStorage,
+    run_id: &str,
+    status: RunStatus,
+    at: i64,
+) -> Result<()> {
     sql.exec(
         "INSERT INTO run_transitions (run_id, status, at) VALUES (?, ?, ?)",
         vec![run_id.into(), status.as_str().into(), at.into()],

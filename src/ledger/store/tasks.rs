@@ -3,13 +3,20 @@
 
 use super::*;
 
-/// The task side of a run.
+/// A task's row: its id (a run id, or an exec task id), its TTL and creation, and for
+/// a command task the command (JSON of `ExecTask`).
 #[derive(Deserialize)]
 pub struct TaskRow {
     pub run_id: String,
-    pub mcp_session: Option<String>,
     pub ttl_ms: i64,
     pub created_at: i64,
+    pub exec: Option<String>,
+}
+
+/// What a task does: its run, or its command.
+pub enum Work {
+    Run(Box<RunRecord>),
+    Exec(String),
 }
 
 /// Marks a run as a task (kept from `now` for `ttl_ms`); a second call for the same run (a
@@ -21,30 +28,71 @@ pub fn insert_task(
     ttl_ms: i64,
     now: i64,
 ) -> Result<()> {
+    insert_task_row(sql, run_id, mcp_session, ttl_ms, now, None)
+}
+
+/// Records a command task (and its first transition, so streams see it start).
+pub fn insert_exec_task(
+    sql: &SqlStorage,
+    task_id: &str,
+    mcp_session: Option<&str>,
+    ttl_ms: i64,
+    now: i64,
+    exec_json: &str,
+) -> Result<()> {
+    insert_task_row(sql, task_id, mcp_session, ttl_ms, now, Some(exec_json))?;
+    insert_transition(sql, task_id, RunStatus::Running, now)
+}
+
+fn insert_task_row(
+    sql: &SqlStorage,
+    id: &str,
+    mcp_session: Option<&str>,
+    ttl_ms: i64,
+    now: i64,
+    exec_json: Option<&str>,
+) -> Result<()> {
     sql.exec(
-        "INSERT OR IGNORE INTO tasks (run_id, mcp_session, ttl_ms, created_at) VALUES (?, ?, ?, ?)",
+        "INSERT OR IGNORE INTO tasks (run_id, mcp_session, ttl_ms, created_at, exec) \
+         VALUES (?, ?, ?, ?, ?)",
         vec![
-            run_id.into(),
+            id.into(),
             mcp_session.map(str::to_string).into(),
             ttl_ms.into(),
             now.into(),
+            exec_json.map(str::to_string).into(),
         ],
     )?;
     Ok(())
 }
 
-/// The task rows among `run_ids` that have not expired at `now`.
-fn live_tasks(sql: &SqlStorage, run_ids: &[String], now: i64) -> Result<Vec<TaskRow>> {
-    if run_ids.is_empty() {
+/// Replaces a command task's JSON, recording the transition to `status`.
+pub fn end_exec_task(
+    sql: &SqlStorage,
+    task_id: &str,
+    exec_json: &str,
+    status: RunStatus,
+    now: i64,
+) -> Result<()> {
+    sql.exec(
+        "UPDATE tasks SET exec = ? WHERE run_id = ?",
+        vec![exec_json.into(), task_id.into()],
+    )?;
+    insert_transition(sql, task_id, status, now)
+}
+
+/// The task rows among `ids` that have not expired at `now`.
+fn live_tasks(sql: &SqlStorage, ids: &[String], now: i64) -> Result<Vec<TaskRow>> {
+    if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let marks = vec!["?"; run_ids.len()].join(", ");
-    let mut bindings: Vec<V> = run_ids.iter().map(|id| id.as_str().into()).collect();
+    let marks = vec!["?"; ids.len()].join(", ");
+    let mut bindings: Vec<V> = ids.iter().map(|id| id.as_str().into()).collect();
     bindings.push(now.into());
     Ok(sql
         .exec(
             &format!(
-                "SELECT run_id, mcp_session, ttl_ms, created_at FROM tasks \
+                "SELECT run_id, ttl_ms, created_at, exec FROM tasks \
                  WHERE run_id IN ({marks}) AND created_at + ttl_ms > ?"
             ),
             bindings,
@@ -52,48 +100,59 @@ fn live_tasks(sql: &SqlStorage, run_ids: &[String], now: i64) -> Result<Vec<Task
         .to_array::<TaskRow>()?)
 }
 
-/// A live task and its run.
-pub fn get_task(sql: &SqlStorage, run_id: &str, now: i64) -> Result<Option<(TaskRow, RunRecord)>> {
-    let Some(task) = live_tasks(sql, &[run_id.to_string()], now)?.pop() else {
-        return Ok(None);
-    };
-    Ok(get_run(sql, run_id)?.map(|run| (task, run)))
+/// What a task row does (`None` for a run task whose run is gone).
+fn work_of(sql: &SqlStorage, row: &TaskRow) -> Result<Option<Work>> {
+    Ok(match &row.exec {
+        Some(json) => Some(Work::Exec(json.clone())),
+        None => get_run(sql, &row.run_id)?.map(|run| Work::Run(Box::new(run))),
+    })
 }
 
-/// A page of tasks with their runs, and the cursor of the next page.
-pub type TaskPage = (Vec<(TaskRow, RunRecord)>, Option<i64>);
+/// A live task and what it does.
+pub fn get_task(sql: &SqlStorage, id: &str, now: i64) -> Result<Option<(TaskRow, Work)>> {
+    let Some(task) = live_tasks(sql, &[id.to_string()], now)?.pop() else {
+        return Ok(None);
+    };
+    Ok(work_of(sql, &task)?.map(|work| (task, work)))
+}
 
-/// A page of live tasks, newest first (by run sequence number).
+/// A page of tasks with what they do, and the cursor of the next page.
+pub type TaskPage = (Vec<(TaskRow, Work)>, Option<i64>);
+
+/// A page of live tasks, newest first (by row number).
 pub fn list_tasks(sql: &SqlStorage, before: Option<i64>, limit: u32, now: i64) -> Result<TaskPage> {
-    let rows = runs_where(
-        sql,
-        "WHERE seq < ? AND id IN (SELECT run_id FROM tasks WHERE created_at + ttl_ms > ?) \
-         ORDER BY seq DESC LIMIT ?",
-        vec![
-            before.unwrap_or(NO_BOUND).into(),
-            now.into(),
-            i64::from(limit + 1).into(),
-        ],
-    )?;
-    let (runs, next) = paginate(rows, limit);
-    let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
-    let tasks = live_tasks(sql, &ids, now)?;
-    let paired = runs
-        .into_iter()
-        .filter_map(|run| {
-            let task = tasks.iter().find(|t| t.run_id == run.id)?;
-            Some((
-                TaskRow {
-                    run_id: task.run_id.clone(),
-                    mcp_session: task.mcp_session.clone(),
-                    ttl_ms: task.ttl_ms,
-                    created_at: task.created_at,
-                },
-                run,
-            ))
-        })
-        .collect();
-    Ok((paired, next))
+    #[derive(Deserialize)]
+    struct Row {
+        seq: i64,
+        run_id: String,
+        ttl_ms: i64,
+        created_at: i64,
+        exec: Option<String>,
+    }
+    let rows = sql
+        .exec(
+            "SELECT rowid AS seq, run_id, ttl_ms, created_at, exec FROM tasks \
+             WHERE rowid < ? AND created_at + ttl_ms > ? ORDER BY rowid DESC LIMIT ?",
+            vec![
+                before.unwrap_or(NO_BOUND).into(),
+                now.into(),
+                i64::from(limit + 1).into(),
+            ],
+        )?
+        .to_array::<Row>()?;
+    let mut paired = Vec::new();
+    for r in rows {
+        let row = TaskRow {
+            run_id: r.run_id,
+            ttl_ms: r.ttl_ms,
+            created_at: r.created_at,
+            exec: r.exec,
+        };
+        if let Some(work) = work_of(sql, &row)? {
+            paired.push((r.seq, (row, work)));
+        }
+    }
+    Ok(paginate(paired, limit))
 }
 
 /// Forgets tasks whose TTL ran out (their runs stay).

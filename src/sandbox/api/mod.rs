@@ -53,6 +53,8 @@ rpc::ops! {
         } => SandboxInfo;
         spawn: Spawn { request: StartProcess } => ProcessInfo;
         kill: Kill { id: u64 } => ProcessInfo;
+        /// One background process's state (running, exit code, when it ended).
+        process: Process { id: u64 } => ProcessInfo;
         logs: Logs { id: u64 } => ProcessLogs;
         clone_repo: CloneRepo { request: GitClone } => ExecResult;
         /// A request to a program listening inside the sandbox.
