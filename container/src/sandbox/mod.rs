@@ -16,6 +16,7 @@ mod direct;
 pub mod init;
 pub mod isolation;
 mod layout;
+mod reap;
 pub mod seccomp;
 mod validate;
 pub mod volume;
@@ -453,11 +454,17 @@ impl Sandbox {
         self.halt().await;
     }
 
-    /// Stops processes and the init; the caller holds the gate exclusively.
+    /// Stops processes and the init; the caller holds the gate exclusively. Returns once the
+    /// sandbox user has no process left: the kernel kills the rest of a namespace after its
+    /// init asynchronously, and a workspace must not change under a snapshot being packed.
     pub async fn halt(&self) {
         self.processes.kill_all().await;
         let runtime = self.runtime.lock().await.take();
         stop_runtime(runtime).await;
+        // SAFETY: geteuid has no preconditions.
+        if self.uid != unsafe { libc::geteuid() } {
+            reap::wait_until_gone(self.uid).await;
+        }
     }
 
     pub fn dir(&self) -> &Path {
