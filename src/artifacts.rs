@@ -5,6 +5,11 @@
 //!   run ends; read by the run page).
 //! - `runs/<run id>/change.diff`: a finished run's change as a unified diff (written once when it
 //!   is pushed; read as the `handoff://runs/<id>/diff` resource).
+//! - `runs/<run id>/logs.json`: a finished worker run's logs (head and tail kept, secrets
+//!   redacted).
+//! - `runs/<run id>/outputs/<path>`: a worker run's output files (served through signed links).
+//! - `uploads/<sha256>`: files given for worker inputs, by content (a replay reuses them).
+//! - `webhooks/<worker>/<sha256>.json`: webhook payloads, by delivery.
 //! - `sandboxes/<sandbox id>/workspace-<ms>.tar.gz`: a sandbox's workspace snapshot (written on
 //!   pause and when idle, the previous one deleted; deleted with the sandbox).
 
@@ -24,4 +29,24 @@ pub fn diff_key(run_id: &str) -> String {
 /// A sandbox's workspace snapshot taken at `at_ms`.
 pub fn snapshot_key(sandbox_id: &str, at_ms: i64) -> String {
     format!("sandboxes/{sandbox_id}/workspace-{at_ms}.tar.gz")
+}
+
+/// A worker run's logs.
+pub fn logs_key(run_id: &str) -> String {
+    format!("runs/{run_id}/logs.json")
+}
+
+/// One of a worker run's output files (`path` is under `outputs/`).
+pub fn output_key(run_id: &str, path: &str) -> String {
+    format!("runs/{run_id}/outputs/{path}")
+}
+
+/// A file given for a worker input, by its SHA-256.
+pub fn input_file_key(sha256: &str) -> String {
+    format!("uploads/{sha256}")
+}
+
+/// A webhook payload of `worker`, by the digest of its delivery.
+pub fn webhook_key(worker: &str, delivery_sha256: &str) -> String {
+    format!("webhooks/{worker}/{delivery_sha256}.json")
 }

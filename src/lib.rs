@@ -7,6 +7,8 @@ mod authstore;
 mod config;
 mod cookies;
 mod error;
+mod forge;
+mod hooks;
 mod html;
 mod http;
 mod ids;
@@ -17,22 +19,27 @@ mod mac;
 mod mcp;
 mod names;
 mod oauth;
+mod outputs;
 mod page;
 mod preview;
 mod principal;
 mod proxy;
+mod registry;
 mod repository;
 mod rpc;
 mod runs;
 mod sandbox;
 mod sandboxes;
+mod seal;
 mod session;
 mod time;
 mod tokens;
 mod tools;
+mod workers;
 
 pub use authstore::AuthStoreObject;
 pub use ledger::RunLedger;
+pub use registry::WorkerRegistry;
 pub use sandbox::SandboxObject;
 pub use session::WorkSession;
 
@@ -51,6 +58,8 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         (_, "/mcp") => mcp::handle(req, &env).await,
         (_, p) if oauth::is_oauth_path(p) => oauth::handle(req, &env).await,
         (Method::Get, p) if p.starts_with("/runs/") => page::handle(req, &env).await,
+        (Method::Get, p) if p.starts_with("/outputs/") => outputs::handle(req, &env).await,
+        (_, p) if p.starts_with("/hooks/") => hooks::handle(req, &env).await,
         (_, p) if p.starts_with("/preview/") => Ok(preview::moved()),
         (_, p) if p.starts_with("/proxy/") => proxy::handle(req, &env).await,
         (Method::Get, "/") => http::index(),

@@ -60,6 +60,45 @@ pub fn verify_run_page_token(env: &Env, run_id: &str, token: &str) -> Result<()>
     Ok(())
 }
 
+/// How long a worker output's download link stays valid.
+pub const OUTPUT_TTL_SECS: i64 = 7 * 24 * 3600;
+const OUTPUT_AUDIENCE: &str = "handoff:worker-output";
+
+/// A signed download link for output `path` of worker run `run_id`, or `None` without a
+/// signing key.
+pub fn output_url(
+    env: &Env,
+    base_url: &str,
+    run_id: &str,
+    path: &str,
+    now_ms: i64,
+) -> Option<String> {
+    let claims = LinkClaims {
+        sub: format!("{run_id}/{path}"),
+        aud: OUTPUT_AUDIENCE.to_string(),
+        exp: now_ms / 1000 + OUTPUT_TTL_SECS,
+    };
+    let token = sign(env, &claims)?;
+    Some(format!("{base_url}/outputs/{run_id}/{path}?token={token}"))
+}
+
+/// Checks that `token` is a live download token for output `path` of `run_id`.
+pub fn verify_output_token(env: &Env, run_id: &str, path: &str, token: &str) -> Result<()> {
+    let claims = verify(env, token, OUTPUT_AUDIENCE)?;
+    if claims.sub != format!("{run_id}/{path}") {
+        return Err(Error::not_found("this link is not for this file"));
+    }
+    Ok(())
+}
+
+/// The signing secret of a worker's webhook: derived from the signing key, the worker and its
+/// hook id (a new hook id is a new secret); `None` without a signing key.
+pub fn webhook_secret(env: &Env, worker: &str, hook_id: &str) -> Option<String> {
+    let key = config::signing_key(env)?;
+    let derived = crate::mac::derive_key(&key, "worker-webhook", &format!("{worker}/{hook_id}"));
+    Some(format!("whsec_{derived}"))
+}
+
 /// A preview URL for `port` of a sandbox, valid until `expires_at` (seconds since the epoch):
 /// an origin of its own under `HANDOFF_PREVIEW_URL`, `<port>-<expiry>-<sandbox>-<mac>.<base>`,
 /// so nothing a previewed page does runs on handoff's origin. The label is a DNS name (lower

@@ -43,6 +43,15 @@ pub fn derive_key(key: &[u8], purpose: &str, message: &str) -> String {
     hex::encode(mac.finalize().into_bytes())
 }
 
+/// HMAC-SHA256 of `message` under `key`, in lower-case hex (webhook signatures).
+pub fn hmac_hex(key: &[u8], message: &[u8]) -> String {
+    let Ok(mut mac) = hmac::Hmac::<sha2::Sha256>::new_from_slice(key) else {
+        return String::new();
+    };
+    mac.update(message);
+    hex::encode(mac.finalize().into_bytes())
+}
+
 /// Whether `presented` is the tag of `message` (compared in constant time).
 pub fn matches(key: &[u8], purpose: &str, message: &str, presented: &str) -> bool {
     let expected = tag(key, purpose, message);

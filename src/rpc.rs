@@ -24,6 +24,26 @@ pub trait Op: Into<Self::Request> {
 #[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Ack {}
 
+/// One page of a keyset-paginated listing.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    /// Pass as `before` to get the next page; absent on the last page.
+    pub next: Option<i64>,
+}
+
+/// Splits `limit + 1` rows into a page and the cursor of the next page.
+pub fn paginate<T>(mut rows: Vec<(i64, T)>, limit: u32) -> (Vec<T>, Option<i64>) {
+    let more = rows.len() > limit as usize;
+    rows.truncate(limit as usize);
+    let next = if more {
+        rows.last().map(|(seq, _)| *seq)
+    } else {
+        None
+    };
+    (rows.into_iter().map(|(_, item)| item).collect(), next)
+}
+
 /// A typed handle on one Durable Object instance whose requests are `R`.
 pub struct Client<R> {
     stub: Stub,

@@ -13,8 +13,10 @@ pub enum RunStatus {
     Queued,
     /// Its session is preparing the sandbox.
     Starting,
-    /// The agent is working.
+    /// The agent (or a worker's script) is working.
     Running,
+    /// A worker run stopped before its side effect, waiting for the owner's approval.
+    PendingApproval,
     /// Finished; `result` holds the summary and any pull request.
     Completed,
     /// Ended without finishing; `result.error` says why.
@@ -45,7 +47,8 @@ impl RunStatus {
             (s, n) if s == n => true,
             (Queued, Starting | Failed | Cancelled) => true,
             (Starting, Running | Completed | Failed | Cancelled) => true,
-            (Running, Completed | Failed | Cancelled) => true,
+            (Running, Completed | Failed | Cancelled | PendingApproval) => true,
+            (PendingApproval, Running | Failed | Cancelled) => true,
             _ => false,
         }
     }
@@ -98,6 +101,21 @@ pub enum RunErrorCode {
     TimedOut,
     /// A caller cancelled the run.
     Cancelled,
+    /// A worker's script ended with a non-zero exit code (or a signal).
+    WorkerFailed,
+    /// A worker run did not leave what its manifest promises (`result.json` matching the schema,
+    /// a required output file), or left more than handoff keeps.
+    OutputInvalid,
+    /// A worker's agent went over its tool iterations or tokens.
+    LimitExceeded,
+    /// A secret the worker declares is not set.
+    MissingSecret,
+    /// The owner rejected the run's proposal; nothing was done.
+    Rejected,
+    /// Nobody approved the run's proposal in time; nothing was done.
+    ApprovalExpired,
+    /// The run was cut off by a restart and could not be resumed.
+    Interrupted,
 }
 }
 
@@ -186,6 +204,9 @@ pub struct RunOutcome {
     /// Whether the change was stored as a unified diff.
     #[serde(default)]
     pub diff: bool,
+    /// What a worker run produced (logs, result, outputs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<crate::workers::WorkerOutcome>,
 }
 
 /// A status change and when it happened.
@@ -208,6 +229,42 @@ pub struct RunSpec {
     /// The Worker origin the run was started through (how its sandbox reaches the proxy).
     #[serde(default)]
     pub origin: Option<String>,
+    /// Set for a worker run: which worker, version and inputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<crate::workers::WorkerRunSpec>,
+}
+
+impl RunSpec {
+    /// The ledger's run for a worker run: titled after the worker, its task a line saying what
+    /// started it.
+    pub fn for_worker(
+        spec: crate::workers::WorkerRunSpec,
+        title: &str,
+        model: Option<String>,
+        idempotency_key: Option<String>,
+        origin: Option<String>,
+    ) -> RunSpec {
+        let task = match &spec.replay_of {
+            Some(of) => format!("worker {} v{}: replay of {of}", spec.worker, spec.version),
+            None => format!(
+                "worker {} v{}: {} run",
+                spec.worker,
+                spec.version,
+                spec.trigger.as_str()
+            ),
+        };
+        RunSpec {
+            task,
+            title: title.to_string(),
+            repository: None,
+            branch: None,
+            session_id: None,
+            model,
+            idempotency_key,
+            origin,
+            worker: Some(spec),
+        }
+    }
 }
 
 /// A run as the ledger stores it.
@@ -234,6 +291,9 @@ pub struct RunRecord {
     /// Every status change in order (filled for single-run reads, empty in lists).
     #[serde(default)]
     pub transitions: Vec<Transition>,
+    /// The worker side of a worker run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<crate::workers::WorkerRunInfo>,
 }
 
 /// A work session: a sandbox and an agent conversation that runs can continue.
@@ -293,6 +353,11 @@ mod tests {
         assert!(!Running.can_become(Queued));
         assert!(!Starting.can_become(Queued));
         assert!(!Queued.can_become(Completed));
+        assert!(Running.can_become(PendingApproval));
+        assert!(PendingApproval.can_become(Running));
+        assert!(PendingApproval.can_become(Cancelled));
+        assert!(!PendingApproval.can_become(Completed));
+        assert!(!Starting.can_become(PendingApproval));
     }
 
     #[test]

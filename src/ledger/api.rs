@@ -1,11 +1,13 @@
 //! What the run ledger can be asked, and the typed client the Worker and other Durable Objects use.
 
 use crate::error::Result;
+pub use crate::rpc::Page;
 use crate::rpc::{self, Ack};
 use crate::runs::{
     ProgressDetail, RunError, RunOutcome, RunRecord, RunSpec, RunStatus, SessionRecord,
 };
 use crate::sandboxes::{SandboxSummary, Status};
+use crate::workers::{Approval, Decision};
 use serde::{Deserialize, Serialize};
 use worker::{Env, Stub};
 
@@ -93,6 +95,26 @@ rpc::ops! {
         set_sandbox_status: SetSandboxStatus { id: String, status: Status } => Ack;
         /// Newest first.
         list_sandboxes: ListSandboxes { limit: u32, before: Option<i64> } => Page<SandboxSummary>;
+        /// Worker runs (of one worker, or all), newest first.
+        list_worker_runs: ListWorkerRuns {
+            worker: Option<String>,
+            status: Option<RunStatus>,
+            limit: u32,
+            before: Option<i64>,
+        } => Page<RunRecord>;
+        /// The latest lines of a running worker's log (redacted by the driver); counts as
+        /// progress.
+        worker_log: WorkerLog { run_id: String, text: String } => Transitioned;
+        /// A worker run stops at its approval gate with its proposal.
+        await_approval: AwaitApproval { run_id: String, approval: Approval } => Transitioned;
+        /// The owner's one decision on a pending approval (approved runs go on, others end
+        /// cancelled); a second decision is a conflict.
+        decide: Decide {
+            run_id: String,
+            decision: Decision,
+            principal: String,
+            reason: Option<String>,
+        } => RunRecord;
         /// A progress report; replies the run's status, unchanged.
         progress: Progress {
             run_id: String,
@@ -178,13 +200,6 @@ pub struct ChangeSet {
     pub updated: Vec<String>,
     /// The cursor after these changes.
     pub cursor: Cursor,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Page<T> {
-    pub items: Vec<T>,
-    /// Pass as `before` to get the next page; absent on the last page.
-    pub next: Option<i64>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

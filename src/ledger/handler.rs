@@ -188,6 +188,51 @@ impl LedgerHandler for Call<'_> {
         Ok(Page { items, next })
     }
 
+    async fn list_worker_runs(&self, op: ListWorkerRuns) -> Result<Page<RunRecord>> {
+        let (items, next) = store::list_worker_runs(
+            &self.sql,
+            op.worker.as_deref(),
+            op.status,
+            op.before,
+            op.limit,
+        )?;
+        Ok(Page { items, next })
+    }
+
+    async fn worker_log(&self, op: WorkerLog) -> Result<Transitioned> {
+        let applied = store::set_live_log(&self.sql, &op.run_id, &op.text, self.now)?;
+        let status = find_run(&self.sql, &op.run_id)?.status;
+        Ok(Transitioned { status, applied })
+    }
+
+    async fn await_approval(&self, op: AwaitApproval) -> Result<Transitioned> {
+        let applied = store::await_approval(&self.sql, &op.run_id, &op.approval, self.now)?;
+        let status = find_run(&self.sql, &op.run_id)?.status;
+        if applied {
+            self.ledger.reschedule().await?;
+        }
+        Ok(Transitioned { status, applied })
+    }
+
+    async fn decide(&self, op: Decide) -> Result<RunRecord> {
+        let run = store::decide(
+            &self.sql,
+            &op.run_id,
+            op.decision,
+            &op.principal,
+            op.reason.as_deref(),
+            self.now,
+        )?;
+        // The session waits at the gate: wake it to go on, or to clean up.
+        if run.status.is_terminal() {
+            self.ledger.notify_session_of_end(&run).await;
+        } else {
+            self.ledger.wake_session(&run).await;
+        }
+        self.ledger.reschedule().await?;
+        Ok(run)
+    }
+
     async fn progress(&self, op: Progress) -> Result<Transitioned> {
         let (status, applied) = store::progress(
             &self.sql,

@@ -118,6 +118,21 @@ impl RunLedger {
         }
     }
 
+    /// Tells a run's session that what the run waited for happened (best effort: the session
+    /// also looks again on its own).
+    async fn wake_session(&self, run: &RunRecord) {
+        let op = session::Wake {
+            run_id: run.id.clone(),
+        };
+        let result = match session::client(&self.env, &run.session_id) {
+            Ok(client) => client.call(op).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            console_error!("ledger: waking {} for {}: {e}", run.session_id, run.id);
+        }
+    }
+
     /// The alarm's work: fail stalled runs, retry hand-offs, forget old MCP sessions.
     async fn housekeeping(&self) -> Result<()> {
         let sql = self.sql();

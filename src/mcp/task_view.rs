@@ -54,7 +54,10 @@ pub fn state(record: &TaskRecord) -> State {
 
 fn status_name(status: RunStatus, era: Era) -> &'static str {
     match status {
-        RunStatus::Queued | RunStatus::Starting | RunStatus::Running => "working",
+        RunStatus::Queued
+        | RunStatus::Starting
+        | RunStatus::Running
+        | RunStatus::PendingApproval => "working",
         RunStatus::Completed => "completed",
         RunStatus::Failed if era == Era::Modern => "completed",
         RunStatus::Failed => "failed",

@@ -14,6 +14,8 @@ rpc::ops! {
         dispatch: Dispatch { run_id: String, session_id: String } => Ack;
         /// The run ended elsewhere (cancelled, timed out): stop working on it.
         run_ended: RunEnded { run_id: String } => Ack;
+        /// Something the run waits for happened (an approval): take its next step now.
+        wake: Wake { run_id: String } => Ack;
     }
 }
 

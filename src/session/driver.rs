@@ -102,13 +102,13 @@ impl Driver<'_> {
         let phase = current.phase;
         match self.advance(current.clone(), &run).await {
             Ok(next) => Ok(next),
-            Err(e) if policy::retries(e.kind, current.failures) => {
+            Err(e) if policy::retries(e.kind, current.failures, phase) => {
                 console_warn!(
                     "session {}: {} (attempt {} of {})",
                     self.session_id,
                     e.message,
                     current.failures + 1,
-                    policy::MAX_FAILURES
+                    policy::max_failures(phase)
                 );
                 let mut retry = current;
                 retry.failures += 1;
@@ -148,6 +148,7 @@ impl Driver<'_> {
             detail: ProgressDetail::default(),
             idle_unsettled_since: None,
             sandbox_born: None,
+            worker: None,
         };
         self.save(&current)?;
         Ok(Next::Now)
@@ -194,6 +195,9 @@ impl Driver<'_> {
 
     async fn advance(&self, mut current: Current, run: &RunRecord) -> Result<Next> {
         current.failures = 0;
+        if let Some(worker) = &run.worker {
+            return self.advance_worker(current, run, &worker.spec).await;
+        }
         match current.phase {
             Phase::Preparing => {
                 self.progress(&current, "preparing the sandbox").await?;
@@ -224,13 +228,15 @@ impl Driver<'_> {
             }
             Phase::StartingAgent => {
                 self.progress(&current, "starting OpenCode").await?;
-                self.start_agent(&mut current, run).await?;
+                self.start_agent(&mut current, run, &Default::default())
+                    .await?;
                 current.phase = Phase::Prompting;
                 self.save(&current)?;
                 Ok(Next::Now)
             }
             Phase::Prompting => {
-                self.prompt_agent(&mut current, run).await?;
+                self.prompt_agent(&mut current, run, None, &Default::default())
+                    .await?;
                 self.transition(&current.run_id, RunStatus::Running, None, None)
                     .await?;
                 current.phase = Phase::Working;
@@ -241,6 +247,9 @@ impl Driver<'_> {
             }
             Phase::Working => self.follow(current).await,
             Phase::Finishing => self.finish(current, run).await,
+            Phase::Staging | Phase::Executing | Phase::AwaitingApproval | Phase::Collecting => {
+                Err(Error::internal("a coding run has no worker phases"))
+            }
         }
     }
 
@@ -274,8 +283,13 @@ impl Driver<'_> {
         Ok(())
     }
 
-    /// Aborts the agent's turn and stops OpenCode (best effort).
+    /// Aborts the agent's turn and stops OpenCode (best effort); a worker run's sandbox goes
+    /// with it.
     pub async fn stop_agent(&self, current: &Current) {
+        if current.worker.is_some() {
+            self.release_worker(current).await;
+            return;
+        }
         let Ok(agent) = self.agent(current) else {
             return;
         };

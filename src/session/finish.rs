@@ -13,8 +13,8 @@ use crate::runs::Commit;
 use crate::sandbox::api::{ReadFile, SandboxClient, WriteFile};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use serde_json::{json, Value};
-use worker::{Env, Fetch, Headers, Method, Request, RequestInit};
+use serde_json::json;
+use worker::{Env, Method};
 
 /// Who handoff's own commits are by.
 const AUTHOR: [&str; 4] = [
@@ -225,7 +225,7 @@ pub async fn open_pull_request(
     );
     let payload =
         json!({"title": title, "head": branch, "base": checkout.base_branch, "body": body});
-    let (status, reply) = forge(&token, Method::Post, &base, Some(payload)).await?;
+    let (status, reply) = crate::forge::call(&token, Method::Post, &base, Some(payload)).await?;
     if let Some(url) = reply["html_url"]
         .as_str()
         .filter(|_| (200..300).contains(&status))
@@ -234,7 +234,7 @@ pub async fn open_pull_request(
     }
     if status == 422 {
         let query = format!("{base}?head={}:{branch}&state=open", checkout.owner);
-        let (_, list) = forge(&token, Method::Get, &query, None).await?;
+        let (_, list) = crate::forge::call(&token, Method::Get, &query, None).await?;
         if let Some(url) = list[0]["html_url"].as_str() {
             return Ok(url.to_string());
         }
@@ -243,29 +243,4 @@ pub async fn open_pull_request(
         "the forge refused the pull request (HTTP {status}): {}",
         reply["message"].as_str().unwrap_or("no message")
     )))
-}
-
-async fn forge(
-    token: &str,
-    method: Method,
-    url: &str,
-    body: Option<Value>,
-) -> Result<(u16, Value)> {
-    let headers = Headers::new();
-    headers.set("authorization", &format!("Bearer {token}"))?;
-    headers.set("accept", "application/vnd.github+json")?;
-    headers.set("user-agent", "handoff")?;
-    headers.set("content-type", "application/json")?;
-    let mut init = RequestInit::new();
-    init.with_method(method).with_headers(headers);
-    if let Some(body) = body {
-        init.with_body(Some(body.to_string().into()));
-    }
-    let mut response = Fetch::Request(Request::new_with_init(url, &init)?)
-        .send()
-        .await
-        .map_err(|e| Error::unavailable(format!("the forge API did not answer: {e}")))?;
-    let status = response.status_code();
-    let text = response.text().await.unwrap_or_default();
-    Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
 }

@@ -40,6 +40,12 @@ impl Driver<'_> {
             current.detail = turn.detail.clone();
         }
         self.save(&current)?;
+        if let Some(message) = super::worker_run::agent_over_limit(&current) {
+            let _ = agent.abort(&session).await;
+            self.fail(&current, super::worker_run::OVER_LIMIT, message)
+                .await?;
+            return Ok(Next::Now);
+        }
         self.progress(
             &current,
             &policy::working_message(&activity, &current.detail),

@@ -26,8 +26,24 @@ const AGENT_STATE: &str = "/home/sandbox/.handoff/opencode";
 /// How long a started OpenCode may take to answer its health check.
 const AGENT_START_MS: i64 = 60_000;
 
+/// How an agent is set up beyond the defaults of a coding run: a worker's agent gets only its
+/// allowed tools, a step limit, and the worker's secrets and variables in its environment.
+#[derive(Default)]
+pub(super) struct AgentSetup {
+    /// The tools the agent may use; `None`: every tool (a coding run).
+    pub tools: Option<Vec<String>>,
+    /// The most agent steps (tool-call rounds) before it must answer.
+    pub max_steps: Option<u64>,
+    pub env: BTreeMap<String, String>,
+}
+
 impl Driver<'_> {
-    pub(super) async fn start_agent(&self, current: &mut Current, run: &RunRecord) -> Result<()> {
+    pub(super) async fn start_agent(
+        &self,
+        current: &mut Current,
+        run: &RunRecord,
+        setup: &AgentSetup,
+    ) -> Result<()> {
         let sandbox = self.sandbox()?;
         if let Some(old) = current.agent_process.take() {
             let _ = sandbox.call(Kill { id: old }).await;
@@ -79,7 +95,7 @@ impl Driver<'_> {
                 "models": {model.clone(): {"name": model.clone()}}}})
             }
         };
-        let config = json!({
+        let mut config = json!({
             "autoupdate": false,
             "share": "disabled",
             "permission": {"*": "allow", "webfetch": "deny"},
@@ -87,6 +103,7 @@ impl Driver<'_> {
             "small_model": format!("{provider}/{model}"),
             "provider": provider_config,
         });
+        restrict(&mut config, setup);
         let env = BTreeMap::from([
             ("HOME".to_string(), dirs[0].clone()),
             ("XDG_CONFIG_HOME".to_string(), dirs[1].clone()),
@@ -115,6 +132,8 @@ impl Driver<'_> {
                 "handoff@users.noreply.github.com".to_string(),
             ),
         ]);
+        let mut env = env;
+        env.extend(setup.env.clone());
         let request = StartProcess {
             command: String::new(),
             argv: Some(
@@ -163,7 +182,15 @@ impl Driver<'_> {
         )))
     }
 
-    pub(super) async fn prompt_agent(&self, current: &mut Current, run: &RunRecord) -> Result<()> {
+    /// Hands the run's task to the agent (`text`: the worker's instructions instead, with the
+    /// tools it may use).
+    pub(super) async fn prompt_agent(
+        &self,
+        current: &mut Current,
+        run: &RunRecord,
+        text: Option<&str>,
+        setup: &AgentSetup,
+    ) -> Result<()> {
         let mut meta = store::meta(&self.sql)?;
         let agent = self.agent(current)?;
         let existing = match meta.agent_sessions.get(&current.dir) {
@@ -187,11 +214,76 @@ impl Driver<'_> {
                 .prompted;
         if !already {
             let (provider, model) = model_of(self.env, run)?;
+            let text = match text {
+                Some(t) => format!("{t}\n\n---\n{}", current.marker),
+                None => prompt_text(run, current),
+            };
+            let tools = setup.tools.as_deref().map(tool_switches);
             agent
-                .prompt(&session, &prompt_text(run, current), &provider, &model)
+                .prompt(&session, &text, &provider, &model, tools.as_ref())
                 .await?;
         }
         Ok(())
+    }
+}
+
+/// OpenCode's tool permissions (as of 1.18: `write` and `patch` go by `edit`), and the tools a
+/// headless worker never gets (asking a question, sub-agents, loading skills).
+const OPENCODE_TOOLS: &[&str] = &[
+    "bash",
+    "read",
+    "edit",
+    "write",
+    "patch",
+    "glob",
+    "grep",
+    "list",
+    "webfetch",
+    "websearch",
+    "codesearch",
+    "todowrite",
+    "todoread",
+    "task",
+    "question",
+    "skill",
+    "lsp",
+];
+
+/// Which of OpenCode's tools a worker's agent may use (name → allowed), from the manifest's
+/// list: allowing any of write, edit and patch allows all three.
+fn tool_switches(allowed: &[String]) -> serde_json::Value {
+    let allows = |tool: &str| match tool {
+        "task" | "question" | "skill" => false,
+        "edit" | "write" | "patch" => ["edit", "write", "patch"]
+            .iter()
+            .any(|t| allowed.iter().any(|a| a == t)),
+        other => allowed.iter().any(|a| a == other),
+    };
+    let mut map = serde_json::Map::new();
+    for tool in OPENCODE_TOOLS {
+        map.insert(tool.to_string(), json!(allows(tool)));
+    }
+    serde_json::Value::Object(map)
+}
+
+/// Limits a worker's agent to its tools (the others switched off in every prompt, and denied
+/// in the configuration too) and steps; a refused call is reported to the agent, which goes on.
+fn restrict(config: &mut serde_json::Value, setup: &AgentSetup) {
+    if let Some(allowed) = &setup.tools {
+        if let serde_json::Value::Object(switches) = tool_switches(allowed) {
+            for (tool, on) in switches {
+                let action = if on.as_bool() == Some(true) {
+                    "allow"
+                } else {
+                    "deny"
+                };
+                config["permission"][&tool] = json!(action);
+            }
+        }
+        config["experimental"] = json!({"continue_loop_on_deny": true});
+    }
+    if let Some(steps) = setup.max_steps {
+        config["agent"] = json!({"build": {"steps": steps}});
     }
 }
 
@@ -219,5 +311,31 @@ pub(super) fn model_of(env: &Env, run: &RunRecord) -> Result<(String, String)> {
         other => Err(Error::invalid(format!(
             "provider {other:?} is not available; use anthropic/<model> or openai/<model>"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_agent_gets_only_its_tools_and_never_questions_or_sub_agents() {
+        let switches = tool_switches(&["read".to_string(), "write".to_string()]);
+        assert_eq!(switches["read"], json!(true));
+        assert_eq!(switches["edit"], json!(true), "write goes by edit");
+        assert_eq!(switches["bash"], json!(false));
+        assert_eq!(switches["webfetch"], json!(false));
+        assert_eq!(switches["task"], json!(false));
+        assert_eq!(switches["question"], json!(false));
+        let mut config = json!({"permission": {"*": "allow"}});
+        let setup = AgentSetup {
+            tools: Some(vec!["bash".into()]),
+            max_steps: Some(7),
+            env: BTreeMap::new(),
+        };
+        restrict(&mut config, &setup);
+        assert_eq!(config["permission"]["bash"], json!("allow"));
+        assert_eq!(config["permission"]["edit"], json!("deny"));
+        assert_eq!(config["agent"]["build"]["steps"], json!(7));
     }
 }

@@ -14,12 +14,13 @@ mod launch;
 mod opencode;
 mod policy;
 mod store;
+mod worker_run;
 
 use crate::config;
 use crate::error::Result;
 use crate::rpc::{self, Ack};
 use crate::time::now_ms;
-use api::{Dispatch, RunEnded, SessionHandler, SessionRequest};
+use api::{Dispatch, RunEnded, SessionHandler, SessionRequest, Wake};
 use driver::{Driver, Next};
 use worker::{console_error, durable_object, DurableObject, Env, Request, Response, State};
 
@@ -110,6 +111,14 @@ impl SessionHandler for WorkSession {
             if let Some(driver) = self.driver()? {
                 driver.stop_agent(&current).await;
             }
+            self.state.storage().set_alarm(0).await?;
+        }
+        Ok(Ack {})
+    }
+
+    async fn wake(&self, op: Wake) -> Result<Ack> {
+        let sql = self.state.storage().sql();
+        if store::current(&sql)?.is_some_and(|c| c.run_id == op.run_id) {
             self.state.storage().set_alarm(0).await?;
         }
         Ok(Ack {})

@@ -104,17 +104,22 @@ impl Agent {
             .ok_or_else(|| Error::internal("the agent created a session without an id"))
     }
 
+    /// Sends a prompt; `tools` (name → allowed) limits the session's tools from here on.
     pub async fn prompt(
         &self,
         session: &str,
         text: &str,
         provider: &str,
         model: &str,
+        tools: Option<&Value>,
     ) -> Result<()> {
-        let body = json!({
+        let mut body = json!({
             "parts": [{"type": "text", "text": text}],
             "model": {"providerID": provider, "modelID": model},
         });
+        if let Some(tools) = tools {
+            body["tools"] = tools.clone();
+        }
         self.json(
             "POST",
             &format!("/session/{session}/prompt_async"),
@@ -224,22 +229,7 @@ pub fn read_turn(messages: &[Value], marker: &str) -> Turn {
         add(&mut t.cache_read, &tokens["cache"]["read"]);
         add(&mut t.cache_write, &tokens["cache"]["write"]);
         turn.detail.cost_usd += info["cost"].as_f64().unwrap_or(0.0);
-        for part in message["parts"].as_array().into_iter().flatten() {
-            if part["type"] == "tool" {
-                let state = &part["state"];
-                let title = state["title"]
-                    .as_str()
-                    .map(str::to_string)
-                    .or_else(|| state["input"]["command"].as_str().map(str::to_string))
-                    .or_else(|| state["input"]["filePath"].as_str().map(str::to_string))
-                    .unwrap_or_default();
-                steps.push(Step {
-                    tool: part["tool"].as_str().unwrap_or("tool").to_string(),
-                    title: truncate(&title, 200),
-                    status: state["status"].as_str().unwrap_or("pending").to_string(),
-                });
-            }
-        }
+        steps.extend(steps_of(message));
         let text = text_of(message);
         if !text.trim().is_empty() {
             turn.last_text = Some(text);
@@ -270,6 +260,28 @@ fn error_message(error: &Value) -> Option<String> {
         .or_else(|| error["message"].as_str())
         .unwrap_or("no details");
     Some(format!("{name}: {message}"))
+}
+
+/// The tool calls of one assistant message, in order.
+pub fn steps_of(message: &Value) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for part in message["parts"].as_array().into_iter().flatten() {
+        if part["type"] == "tool" {
+            let state = &part["state"];
+            let title = state["title"]
+                .as_str()
+                .map(str::to_string)
+                .or_else(|| state["input"]["command"].as_str().map(str::to_string))
+                .or_else(|| state["input"]["filePath"].as_str().map(str::to_string))
+                .unwrap_or_default();
+            steps.push(Step {
+                tool: part["tool"].as_str().unwrap_or("tool").to_string(),
+                title: truncate(&title, 200),
+                status: state["status"].as_str().unwrap_or("pending").to_string(),
+            });
+        }
+    }
+    steps
 }
 
 pub fn truncate(text: &str, max: usize) -> String {

@@ -9,25 +9,37 @@ use crate::runs::{ProgressDetail, RunErrorCode};
 
 /// Consecutive failures to reach the sandbox before the run is given up.
 pub const MAX_FAILURES: u32 = 5;
+/// The same while a worker's script runs or waits: its process lives on in the daemon, so a
+/// daemon or Worker that is briefly away (a restart) is waited for longer.
+pub const MAX_FAILURES_DETACHED: u32 = 30;
 /// How long the agent may stay idle without answering the prompt.
 pub const FIRST_ANSWER_MS: i64 = 120_000;
 /// How long the agent may stay idle with an answer that never completed before the turn is
 /// taken as over.
 pub const UNSETTLED_GRACE_MS: i64 = 30_000;
 
-/// Whether a step that failed with `kind`, after `failures` earlier consecutive failures, is
-/// tried again (only an unreachable sandbox is, and only a few times).
-pub fn retries(kind: ErrorKind, failures: u32) -> bool {
-    kind == ErrorKind::Unavailable && failures + 1 < MAX_FAILURES
+/// Whether a step in `phase` that failed with `kind`, after `failures` earlier consecutive
+/// failures, is tried again (only an unreachable sandbox is, and only so many times).
+pub fn retries(kind: ErrorKind, failures: u32, phase: Phase) -> bool {
+    kind == ErrorKind::Unavailable && failures + 1 < max_failures(phase)
+}
+
+/// How many consecutive failures to reach the sandbox a step in `phase` may have.
+pub fn max_failures(phase: Phase) -> u32 {
+    match phase {
+        Phase::Executing | Phase::AwaitingApproval | Phase::Collecting => MAX_FAILURES_DETACHED,
+        _ => MAX_FAILURES,
+    }
 }
 
 /// The code of a run whose step in `phase` failed with `kind` for good.
 pub fn failure_code(kind: ErrorKind, phase: Phase) -> RunErrorCode {
     match (kind, phase) {
-        (ErrorKind::Unavailable, Phase::Working) => RunErrorCode::SandboxLost,
+        (ErrorKind::Unavailable, Phase::Working | Phase::Executing) => RunErrorCode::SandboxLost,
         (ErrorKind::Unavailable | ErrorKind::NotConfigured, _) => RunErrorCode::SandboxUnavailable,
         (_, Phase::Cloning) => RunErrorCode::CloneFailed,
         (_, Phase::StartingAgent | Phase::Prompting) => RunErrorCode::AgentFailed,
+        (ErrorKind::InvalidInput, Phase::Collecting) => RunErrorCode::OutputInvalid,
         _ => RunErrorCode::RunFailed,
     }
 }
@@ -115,6 +127,10 @@ pub fn phase_words(phase: Phase) -> &'static str {
         Phase::Prompting => "handing the task to the agent",
         Phase::Working => "the agent was working",
         Phase::Finishing => "finishing",
+        Phase::Staging => "writing the worker's files and inputs into the sandbox",
+        Phase::Executing => "the worker was running",
+        Phase::AwaitingApproval => "waiting for approval",
+        Phase::Collecting => "collecting the worker's logs, result and outputs",
     }
 }
 
@@ -148,9 +164,21 @@ mod tests {
 
     #[test]
     fn only_an_unreachable_sandbox_is_retried_and_only_a_few_times() {
-        assert!(retries(ErrorKind::Unavailable, 0));
-        assert!(retries(ErrorKind::Unavailable, MAX_FAILURES - 2));
-        assert!(!retries(ErrorKind::Unavailable, MAX_FAILURES - 1));
+        let w = Phase::Working;
+        assert!(retries(ErrorKind::Unavailable, 0, w));
+        assert!(retries(ErrorKind::Unavailable, MAX_FAILURES - 2, w));
+        assert!(!retries(ErrorKind::Unavailable, MAX_FAILURES - 1, w));
+        // A running worker script outlives a short outage of the daemon or the Worker.
+        assert!(retries(
+            ErrorKind::Unavailable,
+            MAX_FAILURES,
+            Phase::Executing
+        ));
+        assert!(!retries(
+            ErrorKind::Unavailable,
+            MAX_FAILURES_DETACHED - 1,
+            Phase::Executing
+        ));
         for kind in [
             ErrorKind::Internal,
             ErrorKind::InvalidInput,
@@ -158,7 +186,7 @@ mod tests {
             ErrorKind::NotConfigured,
             ErrorKind::PortClosed,
         ] {
-            assert!(!retries(kind, 0), "{kind:?}");
+            assert!(!retries(kind, 0, w), "{kind:?}");
         }
     }
 

@@ -83,6 +83,14 @@ pub enum Phase {
     Prompting,
     Working,
     Finishing,
+    /// Worker runs: the worker's folder, inputs and payload written into the sandbox.
+    Staging,
+    /// Worker runs: the script runs.
+    Executing,
+    /// Worker runs: stopped before the side effect until the owner decides.
+    AwaitingApproval,
+    /// Worker runs: logs, result and outputs stored, the sandbox removed.
+    Collecting,
 }
 
 impl Phase {
@@ -94,6 +102,10 @@ impl Phase {
             Phase::StartingAgent | Phase::Prompting => "starting_agent",
             Phase::Working => "working",
             Phase::Finishing => "finishing",
+            Phase::Staging => "staging",
+            Phase::Executing => "running",
+            Phase::AwaitingApproval => "pending_approval",
+            Phase::Collecting => "collecting",
         }
     }
 }
@@ -133,6 +145,35 @@ pub struct Current {
     /// The sandbox the agent was started in, to tell a lost sandbox from a crashed agent.
     #[serde(default)]
     pub sandbox_born: Option<SandboxBirth>,
+    /// Set for a worker run: where its script (or agent) stands.
+    #[serde(default)]
+    pub worker: Option<WorkerState>,
+}
+
+/// The driven worker run's own state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerState {
+    /// The pass after approval (the side effect), as opposed to the first pass.
+    pub apply: bool,
+    /// The script's process in the sandbox.
+    pub process: Option<u64>,
+    /// How many times the script was started in this pass (a restart that loses it retries once).
+    pub attempts: u32,
+    /// When the current pass started and when it must have ended.
+    pub started_at: Option<i64>,
+    pub deadline: Option<i64>,
+    /// Milliseconds the earlier passes took.
+    pub earlier_ms: u64,
+    /// The live log last reported (to skip unchanged reports).
+    pub log_digest: Option<String>,
+    /// The driver killed the pass at its time limit.
+    #[serde(default)]
+    pub timed_out: bool,
+    /// Agent mode: the most tool calls and tokens the agent may use.
+    #[serde(default)]
+    pub max_steps: Option<u64>,
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
 }
 
 /// Which incarnation of the sandbox a run's agent runs in.

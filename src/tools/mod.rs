@@ -13,6 +13,10 @@ mod sandbox_views;
 mod schema;
 mod views;
 mod wait;
+mod worker_params;
+mod worker_runs;
+mod worker_views;
+mod workers;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::ledger::api::Ledger;
@@ -174,13 +178,28 @@ fn failure(error: &Error) -> CallToolResult {
     result
 }
 
-/// What `opencode_get_result` answers for a run already read: a task's result. A run that
-/// failed or was cancelled is an `isError` result (its structured content says why).
+/// What `opencode_get_result` (or, for a worker run, `workers_run_get`) answers for a run
+/// already read: a task's result. A run that failed or was cancelled is an `isError` result (its
+/// structured content says why).
 pub fn run_result(ctx: &Ctx<'_>, run: crate::runs::RunRecord) -> CallToolResult {
     let ended_badly = matches!(
         run.status,
         crate::runs::RunStatus::Failed | crate::runs::RunStatus::Cancelled
     );
+    if run.worker.is_some() {
+        let id = run.id.clone();
+        let now = crate::time::now_ms();
+        if let Some(mut output) = worker_views::run_view(run.clone()) {
+            output.web_ui_url = crate::links::run_page_url(ctx.env, &ctx.base_url, &id, now);
+            for file in &mut output.outputs {
+                file.download_url =
+                    crate::links::output_url(ctx.env, &ctx.base_url, &id, &file.path, now);
+            }
+            let mut result = success(worker_runs::run_line(&output), &output);
+            result.is_error = Some(ended_badly);
+            return result;
+        }
+    }
     let output = runs::view(ctx, run);
     let mut result = success(<runs::GetResult as ToolHandler>::summary(&output), &output);
     result.is_error = Some(ended_badly);
@@ -284,4 +303,21 @@ tool_set!(
     sandbox::Delete,
     sandbox::PreviewUrl,
     sandbox::NetworkLog,
+    workers::List,
+    workers::Get,
+    workers::Deploy,
+    workers::Versions,
+    workers::Rollback,
+    workers::Delete,
+    worker_runs::Run,
+    worker_runs::Runs,
+    worker_runs::RunGet,
+    worker_runs::RunCancel,
+    worker_runs::Replay,
+    worker_runs::Approvals,
+    worker_runs::Approve,
+    worker_runs::Reject,
+    workers::SecretsList,
+    workers::SecretSet,
+    workers::SecretDelete,
 );

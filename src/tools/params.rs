@@ -173,6 +173,7 @@ impl RunTaskParams {
             model: self.model,
             idempotency_key: self.idempotency_key,
             origin: None,
+            worker: None,
         })
     }
 }
@@ -257,7 +258,7 @@ fn check_model(model: &str) -> Result<()> {
     }
 }
 
-fn check_idempotency_key(key: &str) -> Result<()> {
+pub fn check_idempotency_key(key: &str) -> Result<()> {
     if !key.is_empty()
         && key.len() <= IDEMPOTENCY_KEY_MAX_LEN
         && key.bytes().all(|b| b.is_ascii_graphic())

@@ -22,6 +22,10 @@ mod streams;
 mod tasks;
 mod tools_list;
 mod wait;
+mod worker_agent;
+mod worker_gate;
+mod worker_triggers;
+mod workers;
 
 use handoff_tests::worker;
 

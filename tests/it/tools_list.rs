@@ -32,7 +32,24 @@ async fn tools_have_descriptions_schemas_and_annotations() {
             "sandbox_resume",
             "sandbox_delete",
             "sandbox_preview_url",
-            "sandbox_network_log"
+            "sandbox_network_log",
+            "workers_list",
+            "workers_get",
+            "workers_deploy",
+            "workers_versions",
+            "workers_rollback",
+            "workers_delete",
+            "workers_run",
+            "workers_runs",
+            "workers_run_get",
+            "workers_run_cancel",
+            "workers_run_replay",
+            "workers_approvals",
+            "workers_approve",
+            "workers_reject",
+            "workers_secrets_list",
+            "workers_secret_set",
+            "workers_secret_delete"
         ]
     );
     for tool in &tools {

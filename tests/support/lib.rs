@@ -15,6 +15,7 @@ pub mod oauth;
 pub mod runs;
 pub mod stack;
 pub mod worker;
+pub mod workers;
 
 pub use mcp::{Mcp, RawResponse};
 pub use worker::{Worker, WorkerOptions};
@@ -27,6 +28,8 @@ pub const OTHER_TOKEN: &str = "other-token-0123456789abcdef";
 pub const DAEMON_SECRET: &str = "test-daemon-secret-0123456789abcdef-0123";
 /// The signing key of test instances (links).
 pub const SIGNING_KEY: &str = "test-signing-key-0123456789abcdef-0123456789";
+/// The key worker secrets are sealed with in the test deployment.
+pub const SECRETS_KEY: &str = "test-secrets-key-0123456789abcdef-0123456789";
 /// Previews of test instances live under `<label>.preview.localhost:<port>`.
 pub const PREVIEW_BASE: &str = "preview.localhost";
 

@@ -79,6 +79,16 @@ pub fn script(scenario: &str, step: usize) -> Reply {
             0 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh && mkdir -p __pycache__ node_modules/left-pad && echo x > __pycache__/add.cpython-311.pyc && echo y > node_modules/left-pad/index.js && echo z > .DS_Store && git add -A && git -c user.name=agent -c user.email=agent@example.invalid commit -qm 'Fix add' && echo late > helper.pyc && echo notes > NOTES.md"),
             _ => Reply::Text("Fixed add.sh and wrote NOTES.md.".into()),
         },
+        // A worker's agent allowed only file tools: its shell command is refused, the file it
+        // writes with the write tool is kept.
+        "worker-refused" => match step {
+            0 => bash("touch /home/sandbox/worker/outputs/pwned.txt"),
+            1 => Reply::Tool(
+                "write",
+                json!({"filePath": "/home/sandbox/worker/outputs/summary.md", "content": "All quiet.\n"}),
+            ),
+            _ => Reply::Text("Wrote outputs/summary.md; the shell was not available.".into()),
+        },
         "no-change" => Reply::Text("Nothing needed changing.".into()),
         "always-500" => Reply::Fail(500),
         "slow" => Reply::After(Duration::from_secs(120), Box::new(Reply::Text("too late".into()))),

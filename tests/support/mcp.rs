@@ -178,9 +178,21 @@ impl Mcp {
         timeout: Duration,
         done: impl Fn(&Value) -> bool,
     ) -> Value {
+        self.poll_run("opencode_get_result", run_id, timeout, done)
+            .await
+    }
+
+    /// Reads a run with `tool` until `done(run)` holds, for at most `timeout`.
+    pub async fn poll_run(
+        &self,
+        tool: &str,
+        run_id: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + timeout;
         loop {
-            let run = self.get_run(run_id).await;
+            let run = self.call_ok(tool, json!({"runId": run_id})).await;
             if done(&run) {
                 return run;
             }

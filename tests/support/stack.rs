@@ -108,7 +108,8 @@ impl RunStack {
 pub fn shared() -> &'static RunStack {
     static STACK: OnceLock<RunStack> = OnceLock::new();
     STACK.get_or_init(|| {
-        let stack = RunStack::start(&[]);
+        // Second-level schedules, so the worker tests see a schedule fire in seconds.
+        let stack = RunStack::start(&[("WORKER_MIN_SCHEDULE_SECONDS", "1")]);
         stop_group_at_exit(&stack.worker);
         if let Some(daemon) = &stack.daemon {
             stop_daemon_at_exit(daemon);

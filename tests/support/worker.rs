@@ -1,7 +1,7 @@
 //! A `wrangler dev` instance serving the built Worker bundle, with its own config directory,
 //! state directory, ports and variables, in its own process group.
 
-use crate::{root, OTHER_TOKEN, SIGNING_KEY, TOKEN};
+use crate::{root, OTHER_TOKEN, SECRETS_KEY, SIGNING_KEY, TOKEN};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
@@ -289,6 +289,7 @@ pub fn write_config(dir: &Path, options: &WorkerOptions) {
         ));
     }
     vars.push_str(&format!("HANDOFF_SIGNING_KEY={SIGNING_KEY}\n"));
+    vars.push_str(&format!("HANDOFF_SECRETS_KEY={SECRETS_KEY}\n"));
     for (key, value) in &options.vars {
         vars.push_str(&format!("{key}={value}\n"));
     }

@@ -248,6 +248,7 @@ fn ensure_dev_vars() -> Result<Secrets> {
     for (key, prefix) in [
         ("HANDOFF_API_TOKENS", "local:hnd_"),
         ("HANDOFF_SIGNING_KEY", ""),
+        ("HANDOFF_SECRETS_KEY", ""),
         ("SANDBOX_DAEMON_SECRET", ""),
         ("PROXY_JWT_SECRET", ""),
         ("HANDOFF_OWNER_PASSPHRASE", "owner-"),

@@ -4,12 +4,14 @@
 //! sequence of calls without an `await` between them is atomic.
 
 use crate::error::{Error, Result};
+pub(super) use crate::rpc::paginate;
 use crate::runs::{
     final_progress, Progress, ProgressDetail, RunError, RunErrorCode, RunOutcome, RunRecord,
     RunSpec, RunStatus, SessionRecord, Transition,
 };
 use crate::sandboxes::SandboxSummary;
 use crate::sandboxes::Status as SandboxStatus;
+use crate::workers::WorkerRunInfo;
 use serde::Deserialize;
 use worker::{SqlStorage, SqlStorageValue as V};
 
@@ -17,12 +19,16 @@ mod mcp_sessions;
 mod sandboxes;
 mod sessions;
 mod tasks;
+mod transitions;
 mod watchdog;
+mod worker_runs;
 pub use mcp_sessions::*;
 pub use sandboxes::*;
 pub use sessions::*;
 pub use tasks::*;
+pub use transitions::*;
 pub use watchdog::*;
+pub use worker_runs::*;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -50,7 +56,11 @@ CREATE TABLE IF NOT EXISTS runs (
   error_code TEXT,
   error_message TEXT,
   origin TEXT,
-  progress_detail TEXT
+  progress_detail TEXT,
+  worker TEXT,
+  worker_name TEXT,
+  approval TEXT,
+  live_log TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS runs_by_idempotency_key
   ON runs(created_by, idempotency_key) WHERE idempotency_key IS NOT NULL;
@@ -117,14 +127,26 @@ pub(super) const NO_BOUND: i64 = (1 << 53) - 1;
 
 const RUN_COLUMNS: &str = "seq, id, session_id, created_by, status, task, title, model, repository, \
     branch, created_at, started_at, completed_at, updated_at, phase, progress_message, progress_at, \
-    outcome, error_code, error_message, origin, progress_detail";
+    outcome, error_code, error_message, origin, progress_detail, worker, approval, live_log";
 
 /// Columns added after the first schema; added to older databases at start.
-const LATER_COLUMNS: [&str; 3] = [
+const LATER_COLUMNS: [&str; 7] = [
     "ALTER TABLE runs ADD COLUMN origin TEXT",
     "ALTER TABLE runs ADD COLUMN progress_detail TEXT",
     "ALTER TABLE tasks ADD COLUMN exec TEXT",
+    "ALTER TABLE runs ADD COLUMN worker TEXT",
+    "ALTER TABLE runs ADD COLUMN worker_name TEXT",
+    "ALTER TABLE runs ADD COLUMN approval TEXT",
+    "ALTER TABLE runs ADD COLUMN live_log TEXT",
 ];
+
+/// Indexes over later columns (created once they exist). Coding runs and worker runs are listed
+/// apart, each through an index of its own.
+const LATER_INDEXES: &str = "
+CREATE INDEX IF NOT EXISTS runs_coding ON runs(seq) WHERE worker_name IS NULL;
+CREATE INDEX IF NOT EXISTS runs_by_worker ON runs(worker_name, seq) WHERE worker_name IS NOT NULL;
+CREATE INDEX IF NOT EXISTS runs_of_workers ON runs(seq) WHERE worker_name IS NOT NULL;
+";
 
 pub fn create_schema(sql: &SqlStorage) -> Result<()> {
     sql.exec(SCHEMA, None)?;
@@ -132,6 +154,7 @@ pub fn create_schema(sql: &SqlStorage) -> Result<()> {
         // Fails with "duplicate column" when the column is already there.
         let _ = sql.exec(statement, None);
     }
+    sql.exec(LATER_INDEXES, None)?;
     Ok(())
 }
 
@@ -159,6 +182,9 @@ struct RunRow {
     error_message: Option<String>,
     origin: Option<String>,
     progress_detail: Option<String>,
+    worker: Option<String>,
+    approval: Option<String>,
+    live_log: Option<String>,
 }
 
 impl RunRow {
@@ -182,8 +208,20 @@ impl RunRow {
             }),
             _ => None,
         };
-        let outcome = match self.outcome {
+        let mut outcome = match self.outcome {
             Some(json) => Some(serde_json::from_str::<RunOutcome>(&json)?),
+            None => None,
+        };
+        let worker = match self.worker {
+            Some(json) => Some(WorkerRunInfo {
+                spec: serde_json::from_str(&json)?,
+                approval: match self.approval {
+                    Some(a) => Some(serde_json::from_str(&a)?),
+                    None => None,
+                },
+                live_log: self.live_log,
+                outcome: outcome.as_mut().and_then(|o| o.worker.take()),
+            }),
             None => None,
         };
         let error = self.error_code.map(|code| RunError {
@@ -210,6 +248,7 @@ impl RunRow {
             outcome,
             error,
             transitions: Vec::new(),
+            worker,
         };
         Ok((self.seq, record))
     }
@@ -283,8 +322,8 @@ pub fn insert_run(
 ) -> Result<()> {
     sql.exec(
         "INSERT INTO runs (id, session_id, created_by, status, task, title, model, repository, branch, \
-         idempotency_key, request_hash, created_at, updated_at, origin) \
-         VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         idempotency_key, request_hash, created_at, updated_at, origin, worker, worker_name) \
+         VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         vec![
             run_id.into(),
             session_id.into(),
@@ -299,6 +338,12 @@ pub fn insert_run(
             now.into(),
             now.into(),
             spec.origin.clone().into(),
+            spec.worker
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()?
+                .into(),
+            spec.worker.as_ref().map(|w| w.worker.clone()).into(),
         ],
     )?;
     insert_transition(sql, run_id, RunStatus::Queued, now)?;
@@ -309,124 +354,8 @@ pub fn insert_run(
     Ok(())
 }
 
-pub(super) fn insert_transition(
-    sql: &SqlStorage,
-    run_id: &str,
-    status: RunStatus,
-    at: i64,
-) -> Result<()> {
-    sql.exec(
-        "INSERT INTO run_transitions (run_id, status, at) VALUES (?, ?, ?)",
-        vec![run_id.into(), status.as_str().into(), at.into()],
-    )?;
-    Ok(())
-}
-
-pub fn mark_dispatched(sql: &SqlStorage, run_id: &str, now: i64) -> Result<()> {
-    sql.exec(
-        "UPDATE runs SET dispatched_at = ? WHERE id = ?",
-        vec![now.into(), run_id.into()],
-    )?;
-    Ok(())
-}
-
-/// Moves a run to `to` if its current status allows it; returns the status it ends up in and
-/// whether anything changed. Terminal statuses are final.
-pub fn transition(
-    sql: &SqlStorage,
-    run_id: &str,
-    to: RunStatus,
-    error: Option<&RunError>,
-    outcome: Option<&RunOutcome>,
-    now: i64,
-) -> Result<(RunStatus, bool)> {
-    let current = get_status(sql, run_id)?;
-    if !current.can_become(to) {
-        return Ok((current, false));
-    }
-    let outcome_json = outcome.map(serde_json::to_string).transpose()?;
-    let (phase, message) = match final_progress(to, outcome) {
-        Some((phase, message)) => (Some(phase.to_string()), Some(message)),
-        None => (None, None),
-    };
-    sql.exec(
-        "UPDATE runs SET status = ?, updated_at = ?, \
-           started_at = CASE WHEN started_at IS NULL AND ? IN ('starting', 'running') THEN ? ELSE started_at END, \
-           completed_at = CASE WHEN ? IN ('completed', 'failed', 'cancelled') THEN ? ELSE completed_at END, \
-           error_code = COALESCE(?, error_code), error_message = COALESCE(?, error_message), \
-           outcome = COALESCE(?, outcome), \
-           phase = COALESCE(?, phase), progress_message = COALESCE(?, progress_message), \
-           progress_at = CASE WHEN ? IS NULL THEN progress_at ELSE ? END \
-         WHERE id = ?",
-        vec![
-            to.as_str().into(),
-            now.into(),
-            to.as_str().into(),
-            now.into(),
-            to.as_str().into(),
-            now.into(),
-            error.map(|e| e.code.as_str()).into(),
-            error.map(|e| e.message.clone()).into(),
-            outcome_json.into(),
-            phase.clone().into(),
-            message.into(),
-            phase.into(),
-            now.into(),
-            run_id.into(),
-        ],
-    )?;
-    if current != to {
-        insert_transition(sql, run_id, to, now)?;
-    }
-    Ok((to, true))
-}
-
-/// Records progress on an active run (ignored once the run has ended); returns its status and
-/// whether the report was recorded.
-pub fn progress(
-    sql: &SqlStorage,
-    run_id: &str,
-    phase: &str,
-    message: &str,
-    detail: Option<&ProgressDetail>,
-    now: i64,
-) -> Result<(RunStatus, bool)> {
-    let run = get_status(sql, run_id)?;
-    if run.is_terminal() {
-        return Ok((run, false));
-    }
-    let detail = detail.map(serde_json::to_string).transpose()?;
-    sql.exec(
-        "UPDATE runs SET phase = ?, progress_message = ?, progress_at = ?, updated_at = ?, \
-         progress_detail = COALESCE(?, progress_detail) WHERE id = ?",
-        vec![
-            phase.into(),
-            message.into(),
-            now.into(),
-            now.into(),
-            detail.into(),
-            run_id.into(),
-        ],
-    )?;
-    Ok((run, true))
-}
-
-fn get_status(sql: &SqlStorage, run_id: &str) -> Result<RunStatus> {
-    #[derive(Deserialize)]
-    struct Row {
-        status: String,
-    }
-    let row = sql
-        .exec("SELECT status FROM runs WHERE id = ?", vec![run_id.into()])?
-        .to_array::<Row>()?
-        .pop()
-        .ok_or_else(|| Error::not_found(format!("run {run_id} not found")))?;
-    RunStatus::parse(&row.status)
-        .ok_or_else(|| Error::internal(format!("run {run_id} has an unknown status")))
-}
-
-/// A page of runs, newest first, optionally filtered; `limit + 1` rows are read to know whether
-/// another page follows.
+/// A page of coding runs, newest first, optionally filtered; `limit + 1` rows are read to know
+/// whether another page follows.
 pub fn list_runs(
     sql: &SqlStorage,
     session_id: Option<&str>,
@@ -434,11 +363,25 @@ pub fn list_runs(
     before: Option<i64>,
     limit: u32,
 ) -> Result<(Vec<RunRecord>, Option<i64>)> {
-    let mut conditions = vec!["seq < ?"];
+    let filter = session_id.map(|id| ("session_id = ?", id));
+    page_of_runs(sql, "worker_name IS NULL", filter, status, before, limit)
+}
+
+/// A page of runs of one kind (`kind`: a condition), newest first, optionally by one more
+/// column and by status.
+pub(super) fn page_of_runs(
+    sql: &SqlStorage,
+    kind: &str,
+    filter: Option<(&str, &str)>,
+    status: Option<RunStatus>,
+    before: Option<i64>,
+    limit: u32,
+) -> Result<(Vec<RunRecord>, Option<i64>)> {
+    let mut conditions = vec!["seq < ?", kind];
     let mut bindings: Vec<V> = vec![before.unwrap_or(NO_BOUND).into()];
-    if let Some(session_id) = session_id {
-        conditions.push("session_id = ?");
-        bindings.push(session_id.into());
+    if let Some((condition, value)) = filter {
+        conditions.push(condition);
+        bindings.push(value.into());
     }
     if let Some(status) = status {
         conditions.push("status = ?");
@@ -449,18 +392,5 @@ pub fn list_runs(
         "WHERE {} ORDER BY seq DESC LIMIT ?",
         conditions.join(" AND ")
     );
-    let rows = runs_where(sql, &clause, bindings)?;
-    Ok(paginate(rows, limit))
-}
-
-/// Splits `limit + 1` rows into a page and the cursor of the next page.
-pub(super) fn paginate<T>(mut rows: Vec<(i64, T)>, limit: u32) -> (Vec<T>, Option<i64>) {
-    let more = rows.len() > limit as usize;
-    rows.truncate(limit as usize);
-    let next = if more {
-        rows.last().map(|(seq, _)| *seq)
-    } else {
-        None
-    };
-    (rows.into_iter().map(|(_, item)| item).collect(), next)
+    Ok(paginate(runs_where(sql, &clause, bindings)?, limit))
 }

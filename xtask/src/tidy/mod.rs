@@ -33,12 +33,14 @@ const LAYERS: &[(&str, &[&str])] = &[
             "runs",
             "sandboxes",
             "time",
+            "workers",
         ],
     ),
     (
         "infrastructure",
         &[
-            "config", "cookies", "html", "http", "jwt", "links", "mac", "rpc", "tokens",
+            "config", "cookies", "forge", "html", "http", "jwt", "links", "mac", "rpc", "seal",
+            "tokens",
         ],
     ),
     (
@@ -46,20 +48,26 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "authstore::api",
             "ledger::api",
+            "registry::api",
             "sandbox::api",
             "session::api",
         ],
     ),
-    ("object", &["authstore", "ledger", "sandbox", "session"]),
+    (
+        "object",
+        &["authstore", "ledger", "registry", "sandbox", "session"],
+    ),
     (
         "adapter",
-        &["auth", "mcp", "oauth", "page", "preview", "proxy", "tools"],
+        &[
+            "auth", "hooks", "mcp", "oauth", "outputs", "page", "preview", "proxy", "tools",
+        ],
     ),
     ("entry", &["crate"]),
 ];
 
 /// The Durable Objects: their implementations may use each other's `api` only.
-const OBJECTS: &[&str] = &["authstore", "ledger", "sandbox", "session"];
+const OBJECTS: &[&str] = &["authstore", "ledger", "registry", "sandbox", "session"];
 
 pub fn run() -> Result {
     let root = root();

@@ -3,6 +3,8 @@
 
 use worker::Env;
 
+pub mod workers;
+
 /// Secret: API tokens accepted as `Authorization: Bearer <token>`.
 pub const API_TOKENS: &str = "HANDOFF_API_TOKENS";
 /// Secret: key that signs links handed out to users (the run page).
@@ -413,6 +415,7 @@ pub fn warnings(env: &Env) -> Vec<String> {
     if get(env, GITHUB_TOKEN).is_none() {
         out.push(format!("{GITHUB_TOKEN} is not set: runs cannot clone private repositories, push or open pull requests"));
     }
+    out.extend(workers::warnings(env));
     if daemon_secret(env).is_none() {
         out.push(format!(
             "{DAEMON_SECRET} is not set (or shorter than {MIN_SIGNING_KEY_LEN} characters): sandboxes cannot be used"
@@ -458,7 +461,7 @@ mod tests {
 
     #[test]
     fn every_setting_is_documented_in_the_example_file() {
-        let example = include_str!("../.dev.vars.example");
+        let example = include_str!("../../.dev.vars.example");
         let documented = |name: &str| {
             example.lines().any(|line| {
                 let line = line.trim_start_matches('#').trim_start();
@@ -466,8 +469,10 @@ mod tests {
                     .is_some_and(|rest| rest.starts_with('='))
             })
         };
-        let names: Vec<&str> = include_str!("config.rs")
-            .lines()
+        let sources = [include_str!("mod.rs"), include_str!("workers.rs")];
+        let names: Vec<&str> = sources
+            .iter()
+            .flat_map(|source| source.lines())
             .filter_map(|line| line.strip_prefix("pub const "))
             .filter(|line| line.contains(": &str = \""))
             .filter_map(|line| line.split('"').nth(1))

@@ -1,0 +1,120 @@
+//! Status changes and progress reports: the one place a run's status moves, and only along
+//! `RunStatus::can_become`, so terminal statuses are final whoever reports late.
+
+use super::*;
+
+pub(super) fn insert_transition(
+    sql: &SqlStorage,
+    run_id: &str,
+    status: RunStatus,
+    at: i64,
+) -> Result<()> {
+    sql.exec(
+        "INSERT INTO run_transitions (run_id, status, at) VALUES (?, ?, ?)",
+        vec![run_id.into(), status.as_str().into(), at.into()],
+    )?;
+    Ok(())
+}
+
+pub fn mark_dispatched(sql: &SqlStorage, run_id: &str, now: i64) -> Result<()> {
+    sql.exec(
+        "UPDATE runs SET dispatched_at = ? WHERE id = ?",
+        vec![now.into(), run_id.into()],
+    )?;
+    Ok(())
+}
+
+/// Moves a run to `to` if its current status allows it; returns the status it ends up in and
+/// whether anything changed. Terminal statuses are final.
+pub fn transition(
+    sql: &SqlStorage,
+    run_id: &str,
+    to: RunStatus,
+    error: Option<&RunError>,
+    outcome: Option<&RunOutcome>,
+    now: i64,
+) -> Result<(RunStatus, bool)> {
+    let current = get_status(sql, run_id)?;
+    if !current.can_become(to) {
+        return Ok((current, false));
+    }
+    let outcome_json = outcome.map(serde_json::to_string).transpose()?;
+    let (phase, message) = match final_progress(to, outcome) {
+        Some((phase, message)) => (Some(phase.to_string()), Some(message)),
+        None => (None, None),
+    };
+    sql.exec(
+        "UPDATE runs SET status = ?, updated_at = ?, \
+           started_at = CASE WHEN started_at IS NULL AND ? IN ('starting', 'running') THEN ? ELSE started_at END, \
+           completed_at = CASE WHEN ? IN ('completed', 'failed', 'cancelled') THEN ? ELSE completed_at END, \
+           error_code = COALESCE(?, error_code), error_message = COALESCE(?, error_message), \
+           outcome = COALESCE(?, outcome), \
+           phase = COALESCE(?, phase), progress_message = COALESCE(?, progress_message), \
+           progress_at = CASE WHEN ? IS NULL THEN progress_at ELSE ? END \
+         WHERE id = ?",
+        vec![
+            to.as_str().into(),
+            now.into(),
+            to.as_str().into(),
+            now.into(),
+            to.as_str().into(),
+            now.into(),
+            error.map(|e| e.code.as_str()).into(),
+            error.map(|e| e.message.clone()).into(),
+            outcome_json.into(),
+            phase.clone().into(),
+            message.into(),
+            phase.into(),
+            now.into(),
+            run_id.into(),
+        ],
+    )?;
+    if current != to {
+        insert_transition(sql, run_id, to, now)?;
+    }
+    Ok((to, true))
+}
+
+/// Records progress on an active run (ignored once the run has ended); returns its status and
+/// whether the report was recorded.
+pub fn progress(
+    sql: &SqlStorage,
+    run_id: &str,
+    phase: &str,
+    message: &str,
+    detail: Option<&ProgressDetail>,
+    now: i64,
+) -> Result<(RunStatus, bool)> {
+    let run = get_status(sql, run_id)?;
+    if run.is_terminal() {
+        return Ok((run, false));
+    }
+    let detail = detail.map(serde_json::to_string).transpose()?;
+    sql.exec(
+        "UPDATE runs SET phase = ?, progress_message = ?, progress_at = ?, updated_at = ?, \
+         progress_detail = COALESCE(?, progress_detail) WHERE id = ?",
+        vec![
+            phase.into(),
+            message.into(),
+            now.into(),
+            now.into(),
+            detail.into(),
+            run_id.into(),
+        ],
+    )?;
+    Ok((run, true))
+}
+
+pub(super) fn get_status(sql: &SqlStorage, run_id: &str) -> Result<RunStatus> {
+    #[derive(Deserialize)]
+    struct Row {
+        status: String,
+    }
+    let row = sql
+        .exec("SELECT status FROM runs WHERE id = ?", vec![run_id.into()])?
+        .to_array::<Row>()?
+        .pop()
+        .ok_or_else(|| Error::not_found(format!("run {run_id} not found")))?;
+    RunStatus::parse(&row.status)
+        .ok_or_else(|| Error::internal(format!("run {run_id} has an unknown status")))
+}
