@@ -21,6 +21,7 @@ mod names;
 mod oauth;
 mod outputs;
 mod page;
+mod page_worker;
 mod preview;
 mod principal;
 mod proxy;
@@ -58,6 +59,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         (_, "/mcp") => mcp::handle(req, &env).await,
         (_, p) if oauth::is_oauth_path(p) => oauth::handle(req, &env).await,
         (Method::Get, p) if p.starts_with("/runs/") => page::handle(req, &env).await,
+        (Method::Post, p) if p.starts_with("/runs/") => page_worker::decide(req, &env).await,
         (Method::Get, p) if p.starts_with("/outputs/") => outputs::handle(req, &env).await,
         (_, p) if p.starts_with("/hooks/") => hooks::handle(req, &env).await,
         (_, p) if p.starts_with("/preview/") => Ok(preview::moved()),

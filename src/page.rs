@@ -36,7 +36,8 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
         .map(|(_, v)| v.into_owned());
     // A signed link (handed to the MCP client), or the owner signed in on this browser — the
     // only way in for links without a token, such as the one in the pull request.
-    let owner = oauth::signed_in_owner(env, &req).is_some();
+    let signed_in = oauth::signed_in_owner(env, &req);
+    let owner = signed_in.is_some();
     match &token {
         Some(token) if !owner => {
             if let Err(e) = links::verify_run_page_token(env, run_id, token) {
@@ -75,10 +76,14 @@ pub async fn handle(req: Request, env: &Env) -> Result<Response> {
         ),
         None => format!("/runs/{run_id}/transcript"),
     };
-    respond(
-        200,
-        &page(&run.title, run_body(&run, &transcript_link), active),
-    )
+    let body = match &run.worker {
+        Some(_) => {
+            let base = http::base_url(env, &req);
+            crate::page_worker::body(env, &base, &run, signed_in.as_deref()).await?
+        }
+        None => run_body(&run, &transcript_link),
+    };
+    respond(200, &page(&run.title, body, active))
 }
 
 async fn serve_transcript(env: &Env, run_id: &str) -> Result<Response> {

@@ -15,6 +15,15 @@ pub enum Status {
 }
 }
 
+/// The sandbox a work session owns: `sbx_` and the session id's random part.
+pub fn of_session(session_id: &str) -> String {
+    format!(
+        "{}{}",
+        crate::ids::SANDBOX,
+        session_id.trim_start_matches(crate::ids::SESSION)
+    )
+}
+
 /// What a sandbox's object knows about its sandbox.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SandboxRecord {

@@ -89,6 +89,9 @@ impl LedgerHandler for Call<'_> {
         let session_id = match &spec.session_id {
             Some(id) if store::session_exists(sql, id)? => id.clone(),
             Some(id) => return Err(Error::not_found(format!("session {id} not found"))),
+            // A worker run's session is its own and is never continued: it is no work session
+            // to list.
+            None if spec.worker.is_some() => ids::new_id(ids::SESSION),
             None => {
                 let id = ids::new_id(ids::SESSION);
                 store::insert_session(sql, &id, principal, now)?;

@@ -9,7 +9,6 @@ use super::policy;
 use super::store::{self, Current, Phase};
 use crate::config;
 use crate::error::{Error, Result};
-use crate::ids;
 use crate::ledger::api::{GetRun, Ledger, Progress, Transition, Transitioned};
 use crate::runs::{ProgressDetail, RunError, RunErrorCode, RunOutcome, RunRecord, RunStatus};
 use crate::sandbox::api::{self as sandbox, Ensure, Kill, SandboxClient};
@@ -37,11 +36,7 @@ pub struct Driver<'a> {
 
 /// The sandbox a work session owns: `sbx_` and the session id's random part.
 pub fn sandbox_id(session_id: &str) -> String {
-    format!(
-        "{}{}",
-        ids::SANDBOX,
-        session_id.trim_start_matches(ids::SESSION)
-    )
+    crate::sandboxes::of_session(session_id)
 }
 
 impl Driver<'_> {

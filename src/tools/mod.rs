@@ -65,6 +65,9 @@ pub(crate) trait ToolHandler {
     const TITLE: &'static str;
     /// Whether a call may be task-augmented (`execution.taskSupport: optional`).
     const TASKS: bool = false;
+    /// The tool's description when its parameter type (shared with other tools) does not say
+    /// what this one does.
+    const DESCRIPTION: Option<&'static str> = None;
     type Params: DeserializeOwned + JsonSchema + 'static;
     type Output: Serialize + JsonSchema + 'static;
     fn annotations() -> ToolAnnotations;
@@ -91,18 +94,26 @@ pub enum CallError {
 }
 
 fn definition<T: ToolHandler>() -> Tool {
-    let description = schema_for_type::<T::Params>()
-        .get("description")
-        .and_then(Value::as_str)
-        .map(schema::unwrap_lines)
-        .unwrap_or_default();
+    let description = match T::DESCRIPTION {
+        Some(text) => text.to_string(),
+        None => schema_for_type::<T::Params>()
+            .get("description")
+            .and_then(Value::as_str)
+            .map(schema::unwrap_lines)
+            .unwrap_or_default(),
+    };
     let input = schema_for_input::<T::Params>()
         .unwrap_or_else(|e| panic!("input schema of {}: {e}", T::NAME));
     let mut tool = Tool::new(T::NAME, description, input)
         .with_title(T::TITLE)
         .with_output_schema::<T::Output>()
         .annotate(T::annotations().with_title_opt(T::TITLE));
-    schema::tidy(std::sync::Arc::make_mut(&mut tool.input_schema));
+    let input = std::sync::Arc::make_mut(&mut tool.input_schema);
+    schema::tidy(input);
+    // A tool without parameters still lists its (empty) properties: some clients require them.
+    input
+        .entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()));
     if let Some(output) = tool.output_schema.as_mut() {
         schema::tidy(std::sync::Arc::make_mut(output));
     }

@@ -213,6 +213,9 @@ impl ToolHandler for Exec {
 
 impl ToolHandler for Pause {
     const NAME: &'static str = "sandbox_pause";
+    const DESCRIPTION: Option<&'static str> = Some(
+        "Pause a sandbox: its processes stop and its workspace is saved to R2. Any later command (or sandbox_resume) brings it back with its files.",
+    );
     const TITLE: &'static str = "Pause a sandbox";
     type Params = SandboxIdParams;
     type Output = StatusOutput;
@@ -244,6 +247,9 @@ impl ToolHandler for Pause {
 
 impl ToolHandler for Resume {
     const NAME: &'static str = "sandbox_resume";
+    const DESCRIPTION: Option<&'static str> = Some(
+        "Resume a paused sandbox: its workspace is restored from its snapshot and commands run again. Returns its details.",
+    );
     const TITLE: &'static str = "Resume a sandbox";
     type Params = SandboxIdParams;
     type Output = StatusOutput;
@@ -272,6 +278,9 @@ impl ToolHandler for Resume {
 
 impl ToolHandler for Delete {
     const NAME: &'static str = "sandbox_delete";
+    const DESCRIPTION: Option<&'static str> = Some(
+        "Delete a sandbox for good: its processes, files and snapshots are removed. Runs that used it keep their results.",
+    );
     const TITLE: &'static str = "Delete a sandbox";
     type Params = SandboxIdParams;
     type Output = StatusOutput;

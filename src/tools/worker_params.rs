@@ -192,7 +192,8 @@ pub struct SecretSetParams {
     pub worker: Option<String>,
 }
 
-/// Delete a worker secret.
+/// Delete a worker secret (the one for every worker, or the one set for `worker`). Runs of
+/// workers that declare it fail with missing_secret until it is set again.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SecretDeleteParams {

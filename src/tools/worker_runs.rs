@@ -312,6 +312,9 @@ pub fn run_line(out: &WorkerRunView) -> String {
 
 impl ToolHandler for RunCancel {
     const NAME: &'static str = "workers_run_cancel";
+    const DESCRIPTION: Option<&'static str> = Some(
+        "Cancel a worker run: a queued run never starts; a running script or agent is stopped and its sandbox removed; a run waiting for approval is dropped. Runs that already ended are left as they are.",
+    );
     const TITLE: &'static str = "Cancel a worker run";
     type Params = WorkerRunIdParams;
     type Output = WorkerRunView;
@@ -417,6 +420,9 @@ async fn decide(ctx: &Ctx<'_>, p: DecideParams, decision: Decision) -> Result<Wo
 
 impl ToolHandler for Approve {
     const NAME: &'static str = "workers_approve";
+    const DESCRIPTION: Option<&'static str> = Some(
+        "Approve a worker run waiting in pending_approval: its second pass runs with its full network and carries out the proposal. The decision is final; approving twice is refused.",
+    );
     const TITLE: &'static str = "Approve a worker run";
     type Params = DecideParams;
     type Output = WorkerRunView;
@@ -436,6 +442,9 @@ impl ToolHandler for Approve {
 
 impl ToolHandler for Reject {
     const NAME: &'static str = "workers_reject";
+    const DESCRIPTION: Option<&'static str> = Some(
+        "Reject a worker run waiting in pending_approval: it is cancelled and its side effect never happens. The decision is final.",
+    );
     const TITLE: &'static str = "Reject a worker run";
     type Params = DecideParams;
     type Output = WorkerRunView;

@@ -212,6 +212,8 @@ pub struct RunErrorView {
 #[serde(rename_all = "camelCase")]
 pub struct WorkerRunView {
     pub run_id: String,
+    /// The run's own sandbox (removed when the run ends).
+    pub sandbox_id: String,
     pub worker: String,
     pub version: u32,
     /// manual, schedule, webhook or replay.
@@ -288,6 +290,7 @@ pub fn run_view(run: RunRecord) -> Option<WorkerRunView> {
         None => (None, None),
     };
     Some(WorkerRunView {
+        sandbox_id: crate::sandboxes::of_session(&run.session_id),
         run_id: run.id,
         worker: spec.worker,
         version: spec.version,

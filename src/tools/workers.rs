@@ -360,6 +360,9 @@ impl ToolHandler for Rollback {
 
 impl ToolHandler for Delete {
     const NAME: &'static str = "workers_delete";
+    const DESCRIPTION: Option<&'static str> = Some(
+        "Delete a worker: its versions, folders and schedule are removed and its webhook stops; its runs stay readable. Deploying the name again starts after the last version number.",
+    );
     const TITLE: &'static str = "Delete a worker";
     type Params = WorkerNameParams;
     type Output = DoneOutput;

@@ -1,4 +1,4 @@
-//! `cargo xtask bench [runs|sandboxes|containers|agent|oauth]`: starts fresh local stacks and prints figures — what was
+//! `cargo xtask bench [runs|sandboxes|containers|agent|oauth|workers]`: starts fresh local stacks and prints figures — what was
 //! measured and how it compares with the targets. It never fails on a target.
 
 mod agent;
@@ -8,6 +8,7 @@ mod oauth;
 mod runs;
 mod sandboxes;
 mod stats;
+mod workers;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -18,15 +19,17 @@ async fn main() {
         "containers" => containers::run().await,
         "agent" => agent::run().await,
         "oauth" => oauth::run().await,
+        "workers" => workers::run().await,
         "all" => {
             runs::run().await;
             sandboxes::run().await;
             agent::run().await;
             oauth::run().await;
+            workers::run().await;
         }
         other => {
             eprintln!(
-                "bench: unknown benchmark {other:?}; use runs, sandboxes, containers, agent, oauth or all"
+                "bench: unknown benchmark {other:?}; use runs, sandboxes, containers, agent, oauth, workers or all"
             );
             std::process::exit(2);
         }

@@ -7,6 +7,7 @@
 mod lifecycle;
 mod runs;
 mod sandboxes;
+mod workers;
 
 use handoff_tests::stack::RunStack;
 use handoff_tests::worker::stop_group_at_exit;

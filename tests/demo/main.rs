@@ -2,6 +2,9 @@
 //! `demo/calculator`, a repository with a failing test. `cargo xtask dev --demo` starts it and
 //! points the Worker at it. It prints one JSON line with the addresses and credentials to use,
 //! then serves until it is stopped. Never part of a production deployment.
+//!
+//! `handoff-demo deploy-workers <base URL> <API token>` deploys the example workers of
+//! `examples/workers/` to a running handoff (what `cargo xtask dev --demo` does once it is up).
 
 use handoff_tests::forge::Forge;
 use handoff_tests::llm::ScriptedLlm;
@@ -13,6 +16,14 @@ const DEMO_FORGE_TOKEN: &str = "demo-forge-token";
 const DEMO_LLM_KEY: &str = "demo-llm-key";
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("deploy-workers") {
+        let (Some(base), Some(token)) = (args.get(2), args.get(3)) else {
+            eprintln!("usage: handoff-demo deploy-workers <base URL> <API token>");
+            std::process::exit(2);
+        };
+        return deploy_workers(base, token);
+    }
     let root = std::env::args()
         .nth(1)
         .map(PathBuf::from)
@@ -47,4 +58,29 @@ fn main() {
     loop {
         std::thread::park();
     }
+}
+
+/// Deploys every example worker and says how to try each.
+fn deploy_workers(base: &str, token: &str) {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let mcp = handoff_tests::Mcp::connect_as(base, token, "2025-11-25").await;
+        for (folder, files) in handoff_tests::workers::examples() {
+            let reply = mcp.call("workers_deploy", json!({"files": files})).await;
+            let result = &reply["result"];
+            if result["isError"] == json!(true) {
+                eprintln!(
+                    "example worker {folder} was refused: {}",
+                    result["content"][0]["text"]
+                );
+                std::process::exit(1);
+            }
+            let out = &result["structuredContent"];
+            println!(
+                "  deployed example worker {} v{}",
+                out["worker"]["name"].as_str().unwrap_or_default(),
+                out["version"]["version"]
+            );
+        }
+    });
 }

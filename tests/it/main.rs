@@ -23,6 +23,7 @@ mod tasks;
 mod tools_list;
 mod wait;
 mod worker_agent;
+mod worker_examples;
 mod worker_gate;
 mod worker_triggers;
 mod workers;

@@ -48,7 +48,15 @@ async fn the_initialize_era_advertises_tasks_and_run_task_takes_them() {
     let listed = mcp.request("tools/list", json!({})).await;
     for tool in listed["result"]["tools"].as_array().unwrap() {
         let support = &tool["execution"]["taskSupport"];
-        if tool["name"] == "opencode_run_task" || tool["name"] == "sandbox_exec" {
+        let name = tool["name"].as_str().unwrap_or_default();
+        if [
+            "opencode_run_task",
+            "sandbox_exec",
+            "workers_run",
+            "workers_run_replay",
+        ]
+        .contains(&name)
+        {
             assert_eq!(support, "optional", "{tool}");
         } else {
             assert!(support.is_null(), "{tool}");

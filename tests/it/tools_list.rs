@@ -70,7 +70,22 @@ async fn tools_have_descriptions_schemas_and_annotations() {
             );
         }
     }
+    // Every tool says what it does itself (tools sharing a parameter type included).
+    let mut descriptions: Vec<&str> = tools
+        .iter()
+        .map(|t| t["description"].as_str().unwrap_or_default())
+        .collect();
+    descriptions.sort();
+    descriptions.dedup();
+    assert_eq!(
+        descriptions.len(),
+        tools.len(),
+        "two tools share a description"
+    );
     let by_name = |n: &str| tools.iter().find(|t| t["name"] == n).unwrap().clone();
+    // A tool without parameters lists empty properties.
+    let no_params = by_name("workers_secrets_list");
+    assert_eq!(no_params["inputSchema"]["properties"], json!({}));
     let run_task = by_name("opencode_run_task");
     let task: &Value = &run_task["inputSchema"]["properties"]["task"];
     assert_eq!(task["maxLength"], 50000);

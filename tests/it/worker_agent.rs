@@ -47,7 +47,8 @@ async fn an_agent_worker_is_refused_the_tools_it_was_not_allowed() {
 
 #[tokio::test]
 async fn a_worker_run_survives_a_restart_of_the_worker_and_retries_once_when_its_process_is_lost() {
-    let mut stack = RunStack::start(&[]);
+    // A short approval lifetime, for the lapse at the end.
+    let mut stack = RunStack::start(&[("WORKER_APPROVAL_TTL_SECONDS", "3")]);
     let mcp = Mcp::connect(&stack.url()).await;
     let worker = name("slow");
     let manifest = format!("schema_version: 1\nname: {worker}\nruntime: sh\n");
@@ -78,4 +79,27 @@ async fn a_worker_run_survives_a_restart_of_the_worker_and_retries_once_when_its
     let run = mcp.worker_ended(&second).await;
     assert_eq!(run["status"], json!("completed"), "{run:#}");
     assert_eq!(run["attempts"], json!(2), "{run:#}");
+    // Nobody decides: the approval lapses, the run is cancelled, nothing is done.
+    let gated = name("lapse");
+    let manifest = format!(
+        "schema_version: 1\nname: {gated}\nruntime: sh\napprovals: {{required: true, label: Do it}}\n"
+    );
+    mcp.deploy(&[
+        ("worker.yml", &manifest),
+        (
+            "run.sh",
+            "echo \"$HANDOFF_PHASE\"; echo 'I would do it' > proposal.md\n",
+        ),
+    ])
+    .await;
+    let third = mcp.run_worker(&gated, json!({})).await;
+    let run = mcp.worker_ended(&third).await;
+    assert_eq!(run["status"], json!("cancelled"), "{run:#}");
+    assert_eq!(run["error"]["code"], json!("approval_expired"));
+    assert_eq!(run["approval"]["decision"], json!("expired"));
+    assert_eq!(run["approval"]["proposal"], json!("I would do it\n"));
+    let late = mcp
+        .call_err("workers_approve", json!({"runId": third}))
+        .await;
+    assert!(late.contains("already decided"), "{late}");
 }

@@ -3,6 +3,8 @@
 //! reaches the server, nor can it approve itself; approving lets the side effect happen once,
 //! deciding twice is refused, and rejecting leaves no side effect.
 
+use handoff_tests::mcp::read;
+use handoff_tests::oauth::{self, Jar};
 use handoff_tests::stack;
 use handoff_tests::workers::{name, Recorder};
 use handoff_tests::Mcp;
@@ -125,4 +127,118 @@ async fn the_gate_holds_the_side_effect_until_approved_and_drops_it_when_rejecte
     assert_eq!(server.requests().len(), 1, "{:?}", server.requests());
     let after = mcp.worker_run(&second).await;
     assert_eq!(after["status"], json!("cancelled"));
+}
+
+async fn post_decision(
+    base: &str,
+    run_id: &str,
+    jar: &Jar,
+    origin: &str,
+    form: &[(&str, &str)],
+) -> u16 {
+    read(
+        oauth::http()
+            .post(format!("{base}/runs/{run_id}/decide"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("origin", origin)
+            .header("cookie", jar.header())
+            .body(oauth::url_encode(form))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .status
+}
+
+#[tokio::test]
+async fn the_run_page_shows_the_proposal_and_lets_only_the_signed_in_owner_decide() {
+    let stack = stack::shared();
+    let base = stack.url().trim_end_matches('/').to_string();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let server = Recorder::start();
+    let worker = name("page");
+    let (manifest, script) = notifier(&worker, server.port);
+    mcp.deploy(&[("worker.yml", &manifest), ("run.py", &script)])
+        .await;
+    let run_id = mcp.run_worker(&worker, json!({})).await;
+    let run = pending(&mcp, &run_id).await;
+    // The signed link shows the run and the proposal, but no buttons.
+    let link = run["webUiUrl"].as_str().unwrap();
+    let page = reqwest::get(link).await.unwrap().text().await.unwrap();
+    assert!(
+        page.contains("I will POST &#39;hello&#39; to /notify.")
+            || page.contains("I will POST 'hello' to /notify."),
+        "{page}"
+    );
+    assert!(page.contains("Sign in to decide"), "{page}");
+    assert!(!page.contains("name=\"decision\""), "{page}");
+    // Without the owner's sign-in, a decision is refused.
+    let stranger = Jar::default();
+    let refused = post_decision(
+        &base,
+        &run_id,
+        &stranger,
+        &base,
+        &[("decision", "approve"), ("token", "x")],
+    )
+    .await;
+    assert_eq!(refused, 403);
+    // Signed in, the owner gets the buttons and a form token bound to this run.
+    let mut jar = oauth::owner_browser(&base).await;
+    let page = oauth::browse(&format!("{base}/runs/{run_id}"), &mut jar).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("name=\"decision\""), "{}", page.body);
+    let token = oauth::hidden(&page.body, "token").expect("form token");
+    assert_eq!(
+        post_decision(
+            &base,
+            &run_id,
+            &jar,
+            &base,
+            &[("decision", "approve"), ("token", "forged")]
+        )
+        .await,
+        403
+    );
+    assert_eq!(
+        post_decision(
+            &base,
+            &run_id,
+            &jar,
+            "https://evil.example",
+            &[("decision", "approve"), ("token", &token)]
+        )
+        .await,
+        403,
+        "a form posted from another site"
+    );
+    assert!(server.requests().is_empty());
+    let approved = post_decision(
+        &base,
+        &run_id,
+        &jar,
+        &base,
+        &[
+            ("decision", "approve"),
+            ("token", &token),
+            ("reason", "ok from the page"),
+        ],
+    )
+    .await;
+    assert_eq!(approved, 303);
+    let run = mcp.worker_ended(&run_id).await;
+    assert_eq!(run["status"], json!("completed"), "{run:#}");
+    assert_eq!(run["approval"]["reason"], json!("ok from the page"));
+    assert_eq!(server.requests().len(), 1);
+    // Deciding again from the page is refused too.
+    let again = post_decision(
+        &base,
+        &run_id,
+        &jar,
+        &base,
+        &[("decision", "reject"), ("token", &token)],
+    )
+    .await;
+    assert_eq!(again, 409);
 }

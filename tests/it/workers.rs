@@ -315,3 +315,183 @@ async fn rollback_then_run_uses_the_old_version_and_replay_links_to_its_origin()
         .await;
     assert!(none.contains("no version 9"), "{none}");
 }
+
+#[tokio::test]
+async fn a_worker_deploys_from_a_folder_of_a_repository() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let worker = name("repo");
+    let repo = handoff_tests::runs::repo_name("workers");
+    let manifest = format!("schema_version: 1\nname: {worker}\nruntime: sh\n");
+    let repository = stack.forge.create_repo(
+        "acme",
+        &repo,
+        &[
+            ("README.md", "not part of the worker\n"),
+            ("workers/greet/worker.yml", &manifest),
+            (
+                "workers/greet/run.sh",
+                ". ./lib/words.sh; echo \"$GREETING from the repository\"\n",
+            ),
+            ("workers/greet/lib/words.sh", "GREETING=hello\n"),
+        ],
+    );
+    let deployed = mcp
+        .call_ok(
+            "workers_deploy",
+            json!({"repository": repository, "path": "workers/greet", "ref": "main"}),
+        )
+        .await;
+    assert_eq!(
+        deployed["version"]["source"],
+        json!(format!("repository {repository}@main:workers/greet"))
+    );
+    let run_id = mcp.run_worker(&worker, json!({})).await;
+    let run = mcp.worker_ended(&run_id).await;
+    assert_eq!(
+        run["logs"]["stdout"],
+        json!("hello from the repository\n"),
+        "{run:#}"
+    );
+    let missing = mcp
+        .call_err(
+            "workers_deploy",
+            json!({"repository": repository, "path": "workers/nope"}),
+        )
+        .await;
+    assert!(missing.contains("no folder"), "{missing}");
+    let both = mcp
+        .call_err(
+            "workers_deploy",
+            json!({"repository": repository, "files": {"worker.yml": manifest}}),
+        )
+        .await;
+    assert!(both.contains("not both"), "{both}");
+    let escape = mcp
+        .call_err(
+            "workers_deploy",
+            json!({"repository": repository, "path": "../other"}),
+        )
+        .await;
+    assert!(escape.contains("path"), "{escape}");
+}
+
+#[tokio::test]
+async fn every_script_runtime_reads_its_inputs_and_writes_an_output() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    handoff_tests::workers::every_runtime(&mcp).await;
+}
+
+#[tokio::test]
+async fn workers_run_as_an_mcp_task_answers_the_run_when_it_ends() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let worker = name("task");
+    let manifest = format!("schema_version: 1\nname: {worker}\nruntime: sh\n");
+    mcp.deploy(&[("worker.yml", &manifest), ("run.sh", "echo tasked\n")])
+        .await;
+    let created = mcp
+        .request(
+            "tools/call",
+            json!({"name": "workers_run", "arguments": {"worker": worker}, "task": {"ttl": 3_600_000}}),
+        )
+        .await;
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_string();
+    assert!(task_id.starts_with("run_"), "{created}");
+    mcp.worker_ended(&task_id).await;
+    let result = mcp
+        .request("tasks/result", json!({"taskId": task_id}))
+        .await;
+    let content = &result["result"]["structuredContent"];
+    assert_eq!(content["runId"], json!(task_id), "{result}");
+    assert_eq!(content["status"], json!("completed"));
+    assert_eq!(content["logTail"], json!("tasked"));
+    // A worker run is not a work session of its own to continue.
+    let sessions = mcp
+        .call_ok("opencode_list_sessions", json!({"limit": 100}))
+        .await;
+    assert!(!sessions.to_string().contains(&task_id), "{sessions}");
+}
+
+#[tokio::test]
+async fn file_inputs_long_logs_and_cancel() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let worker = name("files");
+    let manifest = format!(
+        "schema_version: 1\nname: {worker}\nruntime: sh\n\
+         inputs:\n  - {{name: data, type: file, accept: [.csv], max_size: 1KB, required: true}}\n  - {{name: wait, type: boolean, default: false}}\n"
+    );
+    let script =
+        "cat inputs/data; grep -q '\"filename\": \"numbers.csv\"' inputs.json && echo named; \
+                  seq 1 20000; grep -q '\"wait\": true' inputs.json && sleep 60; exit 0\n";
+    mcp.deploy(&[("worker.yml", &manifest), ("run.sh", script)])
+        .await;
+    use base64::Engine;
+    let csv = base64::engine::general_purpose::STANDARD.encode("a,b\n1,2\n");
+    let file = |name: &str| json!({"data": {"filename": name, "contentBase64": csv}});
+    // The file must fit the input's accept and size.
+    let refused = mcp
+        .call_err(
+            "workers_run",
+            json!({"worker": worker, "files": file("numbers.txt")}),
+        )
+        .await;
+    assert!(
+        refused.contains("files.data") && refused.contains(".csv"),
+        "{refused}"
+    );
+    let missing = mcp.call_err("workers_run", json!({"worker": worker})).await;
+    assert!(missing.contains("files.data: is required"), "{missing}");
+    let run_id = mcp
+        .run_worker(&worker, json!({"files": file("numbers.csv")}))
+        .await;
+    let run = mcp.worker_ended(&run_id).await;
+    assert_eq!(run["status"], json!("completed"), "{run:#}");
+    assert_eq!(run["inputFiles"], json!(["data"]));
+    // A long log keeps its head and its tail.
+    let logs = &run["logs"];
+    assert_eq!(logs["truncated"], json!(true), "{logs}");
+    let stdout = logs["stdout"].as_str().unwrap();
+    assert!(
+        stdout.starts_with("a,b\n1,2\nnamed\n1\n2\n"),
+        "{}",
+        &stdout[..40]
+    );
+    assert!(stdout.trim_end().ends_with("20000"));
+    assert!(stdout.contains("bytes omitted"));
+    // Cancelled while it runs: its process and its sandbox go.
+    let run_id = mcp
+        .run_worker(
+            &worker,
+            json!({"files": file("numbers.csv"), "inputs": {"wait": true}}),
+        )
+        .await;
+    mcp.wait_worker(&run_id, std::time::Duration::from_secs(60), |r| {
+        r["liveLog"].as_str().unwrap_or_default().contains("20000")
+    })
+    .await;
+    let cancelled = mcp
+        .call_ok("workers_run_cancel", json!({"runId": run_id}))
+        .await;
+    assert_eq!(cancelled["status"], json!("cancelled"));
+    let sandbox = cancelled["sandboxId"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let info = mcp
+            .call("sandbox_info", json!({"sandboxId": sandbox}))
+            .await;
+        if info.to_string().contains("deleted") || info["result"]["isError"] == json!(true) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandbox outlived the cancel: {info}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+}

@@ -65,6 +65,8 @@ impl Forge {
         let app = Router::new()
             .route("/api/repos/{owner}/{repo}/pulls", any(pulls))
             .route("/api/repos/{owner}/{repo}/pulls/{number}", any(pull))
+            .route("/api/repos/{owner}/{repo}/contents", any(contents_root))
+            .route("/api/repos/{owner}/{repo}/contents/{*path}", any(contents))
             .fallback(any(smart_http))
             .with_state(state.clone());
         let port = crate::serve_forever(app);
@@ -351,6 +353,93 @@ async fn pull(
     match found {
         Some(p) => Json(p).into_response(),
         None => (StatusCode::NOT_FOUND, Json(json!({"message": "Not Found"}))).into_response(),
+    }
+}
+
+async fn contents_root(
+    state: State<Arc<ForgeState>>,
+    UrlPath((owner, repo)): UrlPath<(String, String)>,
+    query: Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    contents(state, UrlPath((owner, repo, String::new())), query, headers).await
+}
+
+/// GitHub's contents API, read from the bare repository: a folder as a list of entries, a
+/// file with its content in base64 (wrapped at 60 characters, as GitHub sends it).
+async fn contents(
+    State(state): State<Arc<ForgeState>>,
+    UrlPath((owner, repo, path)): UrlPath<(String, String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let authorized = api_authorized(&state, &headers);
+    let shown = format!("/api/repos/{owner}/{repo}/contents/{path}");
+    record(&state, &Method::GET, &shown, &headers, authorized);
+    if !authorized {
+        return unauthorized();
+    }
+    let bare = state.root.join(&owner).join(format!("{repo}.git"));
+    let git_ref = query.get("ref").cloned().unwrap_or_else(|| "main".into());
+    let object = format!("{git_ref}:{}", path.trim_matches('/'));
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(&bare)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| o.stdout)
+    };
+    let not_found =
+        || (StatusCode::NOT_FOUND, Json(json!({"message": "Not Found"}))).into_response();
+    let Some(kind) = git(&["cat-file", "-t", &object]) else {
+        return not_found();
+    };
+    let base = path.trim_matches('/');
+    let joined = |name: &str| {
+        if base.is_empty() {
+            name.to_string()
+        } else {
+            format!("{base}/{name}")
+        }
+    };
+    match String::from_utf8_lossy(&kind).trim() {
+        "tree" => {
+            let listing = git(&["ls-tree", "-l", &object]).unwrap_or_default();
+            let entries: Vec<Value> = String::from_utf8_lossy(&listing)
+                .lines()
+                .filter_map(|line| {
+                    let (meta, name) = line.split_once('\t')?;
+                    let fields: Vec<&str> = meta.split_whitespace().collect();
+                    let kind = match *fields.get(1)? {
+                        "tree" => "dir",
+                        "blob" => "file",
+                        _ => "submodule",
+                    };
+                    Some(json!({"name": name, "path": joined(name), "type": kind,
+                                "size": fields.get(3).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)}))
+                })
+                .collect();
+            Json(Value::Array(entries)).into_response()
+        }
+        "blob" => {
+            let bytes = git(&["cat-file", "blob", &object]).unwrap_or_default();
+            let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
+            let wrapped: Vec<String> = encoded
+                .as_bytes()
+                .chunks(60)
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .collect();
+            let name = base.rsplit('/').next().unwrap_or(base);
+            Json(
+                json!({"type": "file", "encoding": "base64", "name": name, "path": base,
+                        "size": bytes.len(), "content": wrapped.join("\n") + "\n"}),
+            )
+            .into_response()
+        }
+        _ => not_found(),
     }
 }
 

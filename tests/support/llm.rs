@@ -89,6 +89,21 @@ pub fn script(scenario: &str, step: usize) -> Reply {
             ),
             _ => Reply::Text("Wrote outputs/summary.md; the shell was not available.".into()),
         },
+        // The demo's triage worker: a proposal, then (approved) the comment.
+        "demo-triage" => match step {
+            0 => Reply::Tool(
+                "write",
+                json!({"filePath": "/home/sandbox/worker/proposal.md",
+                       "content": "Label: bug\n\nReply: Thanks for the report! add.sh subtracts instead of adding; a fix is on its way.\n"}),
+            ),
+            1 => Reply::Text("Proposed the label `bug` and a reply; waiting for approval.".into()),
+            2 => Reply::Tool(
+                "write",
+                json!({"filePath": "/home/sandbox/worker/outputs/comment.md",
+                       "content": "bug\n\nThanks for the report! add.sh subtracts instead of adding; a fix is on its way.\n"}),
+            ),
+            _ => Reply::Text("Posted the triage comment (outputs/comment.md), labelled bug.".into()),
+        },
         "no-change" => Reply::Text("Nothing needed changing.".into()),
         "always-500" => Reply::Fail(500),
         "slow" => Reply::After(Duration::from_secs(120), Box::new(Reply::Text("too late".into()))),

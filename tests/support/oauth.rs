@@ -501,3 +501,29 @@ impl GithubStandIn {
         format!("http://127.0.0.1:{}", self.port)
     }
 }
+
+/// A browser in which the owner signed in with the passphrase (its cookies).
+pub async fn owner_browser(base: &str) -> Jar {
+    let mut jar = Jar::default();
+    let form = browse(&format!("{base}/oauth/signin?next=/"), &mut jar).await;
+    let csrf = hidden(&form.body, "csrf").expect("the sign-in form has a csrf field");
+    let signed = read(
+        http()
+            .post(format!("{base}/oauth/signin"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("origin", base)
+            .header("cookie", jar.header())
+            .body(url_encode(&[
+                ("next", "/"),
+                ("csrf", csrf.as_str()),
+                ("passphrase", PASSPHRASE),
+            ]))
+            .send()
+            .await
+            .expect("sign in"),
+    )
+    .await;
+    assert!(matches!(signed.status, 302 | 303), "{}", signed.body);
+    jar.take(&signed);
+    jar
+}

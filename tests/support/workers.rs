@@ -129,3 +129,106 @@ impl Recorder {
         self.seen.lock().expect("log").clone()
     }
 }
+
+/// A worker folder on disk as `files` for workers_deploy (text files; subfolders included).
+pub fn read_folder(dir: &std::path::Path) -> Value {
+    let mut files = Map::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(text) = std::fs::read_to_string(&path) {
+                let relative = path.strip_prefix(dir).unwrap_or(&path);
+                files.insert(relative.display().to_string(), json!(text));
+            }
+        }
+    }
+    Value::Object(files)
+}
+
+/// The example workers of `examples/workers/`, each as (folder name, files).
+pub fn examples() -> Vec<(String, Value)> {
+    let root = crate::root().join("examples/workers");
+    let mut out: Vec<(String, Value)> = std::fs::read_dir(&root)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        read_folder(&e.path()),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// A script for each runtime the sandboxes promise: (runtime, entrypoint, what it writes to
+/// `outputs/out.txt` for the input `word: boxed`, the script).
+pub const RUNTIME_SCRIPTS: [(&str, &str, &str, &str); 4] = [
+    (
+        "python3",
+        "run.py",
+        "python boxed",
+        "import json; v = json.load(open('inputs.json'))['word']; open('outputs/out.txt', 'w').write('python ' + v)\n",
+    ),
+    (
+        "node",
+        "run.js",
+        "node boxed",
+        "const fs = require('fs'); const v = JSON.parse(fs.readFileSync('inputs.json')).word; fs.writeFileSync('outputs/out.txt', 'node ' + v);\n",
+    ),
+    (
+        "node",
+        "run.ts",
+        "ts boxed",
+        "import { readFileSync, writeFileSync } from 'fs';\nconst v: string = JSON.parse(readFileSync('inputs.json', 'utf8')).word;\nwriteFileSync('outputs/out.txt', 'ts ' + v);\n",
+    ),
+    (
+        "sh",
+        "run.sh",
+        "sh boxed",
+        "printf 'sh %s' \"$(sed -n 's/.*\"word\": \"\\(.*\\)\".*/\\1/p' inputs.json)\" > outputs/out.txt\n",
+    ),
+];
+
+/// Deploys and runs a worker of every runtime, checks what each wrote, and returns the
+/// sandboxes the runs had.
+pub async fn every_runtime(mcp: &Mcp) -> Vec<String> {
+    let mut sandboxes = Vec::new();
+    for (runtime, entry, expected, script) in RUNTIME_SCRIPTS {
+        let worker = name(&format!("rt-{}", entry.replace('.', "-")));
+        let manifest = format!(
+            "schema_version: 1\nname: {worker}\nruntime: {runtime}\nentrypoint: {entry}\n\
+             inputs:\n  - {{name: word, type: string, default: hi}}\n"
+        );
+        mcp.deploy(&[("worker.yml", &manifest), (entry, script)])
+            .await;
+        let run_id = mcp
+            .run_worker(&worker, json!({"inputs": {"word": "boxed"}}))
+            .await;
+        let run = mcp.worker_ended(&run_id).await;
+        assert_eq!(run["status"], json!("completed"), "{entry}: {run:#}");
+        let url = run["outputs"][0]["downloadUrl"]
+            .as_str()
+            .expect("an output");
+        let text = reqwest::get(url)
+            .await
+            .expect("download")
+            .text()
+            .await
+            .expect("text");
+        assert_eq!(text, expected, "{entry}");
+        sandboxes.push(run["sandboxId"].as_str().expect("sandboxId").to_string());
+    }
+    sandboxes
+}

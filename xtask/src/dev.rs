@@ -150,13 +150,19 @@ fn start_all(
          OAuth clients (MCP Inspector, VS Code, …) can connect with the URL alone and approve with the passphrase.\n"
     );
     match demo {
-        Some(demo) => println!(
-            "DEMO MODE — the model is a scripted stand-in and the git forge is local; nothing leaves this machine.\n\
-             Ask your assistant to call opencode_run_task with:\n  repository: {}\n  task: {}\n\
-             and to poll opencode_get_result until it completes: it fixes the bug and opens a pull request on the local forge.\n",
-            demo["repository"].as_str().unwrap_or_default(),
-            demo["task"].as_str().unwrap_or_default(),
-        ),
+        Some(demo) => {
+            deploy_example_workers(port, token)?;
+            println!(
+                "DEMO MODE — the model is a scripted stand-in and the git forge is local; nothing leaves this machine.\n\
+                 Ask your assistant to call opencode_run_task with:\n  repository: {}\n  task: {}\n\
+                 and to poll opencode_get_result until it completes: it fixes the bug and opens a pull request on the local forge.\n\n\
+                 Background workers (examples/workers/): workers_run daily-digest writes a digest (outputs/digest.md; it\n\
+                 also runs on weekday mornings); workers_run triage-issue proposes a label and a reply, then waits in\n\
+                 pending_approval: approve it with workers_approve (or on its run page) and it posts the comment.\n",
+                demo["repository"].as_str().unwrap_or_default(),
+                demo["task"].as_str().unwrap_or_default(),
+            )
+        }
         None => println!(
             "Runs need a model and a forge: put ANTHROPIC_API_KEY (or OPENAI_API_KEY) and GITHUB_TOKEN in .dev.vars\n\
              (see .dev.vars.example), or try `cargo xtask dev --demo` for a keyless demo.\n"
@@ -164,6 +170,16 @@ fn start_all(
     }
     println!("Press Ctrl-C to stop.\n");
     Ok(())
+}
+
+/// Deploys the example workers of `examples/workers/` to the running handoff (the demo binary
+/// speaks MCP to it).
+fn deploy_example_workers(port: u16, token: &str) -> Result {
+    let mut cmd = Command::new(root().join("target/debug/handoff-demo"));
+    cmd.arg("deploy-workers")
+        .arg(format!("http://127.0.0.1:{port}"))
+        .arg(token);
+    proc::run(&mut cmd).map_err(|e| format!("deploying the example workers: {e}"))
 }
 
 /// Starts the demo stand-ins and reads the line that says where they are.

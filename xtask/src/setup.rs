@@ -138,17 +138,18 @@ fn ensure_npm_packages() -> Result {
     )
 }
 
-/// Debian packages the local sandbox backend uses, by the command that shows they are there.
 /// Debian packages the local sandbox backend (and the programs sandboxes run from the host's
 /// `/usr`) use, each with the files that show it is installed — absolute paths, because the
 /// sandboxes see `/usr`, not whatever else is first on this shell's PATH.
-const DEBIAN_PACKAGES: [(&str, &[&str]); 6] = [
+const DEBIAN_PACKAGES: [(&str, &[&str]); 7] = [
     ("bubblewrap", &["/usr/bin/bwrap"]),
     ("git", &["/usr/bin/git"]),
     ("ripgrep", &["/usr/bin/rg"]),
     ("e2fsprogs", &["/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"]),
     ("python3", &["/usr/bin/python3"]),
     ("perl", &["/usr/bin/perl"]),
+    // Workers with `runtime: node` (any Node.js at /usr/bin/node will do).
+    ("nodejs", &["/usr/bin/node"]),
 ];
 
 fn ensure_debian_packages() -> Result {

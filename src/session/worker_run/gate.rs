@@ -25,8 +25,9 @@ use serde_json::json;
 
 /// Longest proposal kept.
 const PROPOSAL_MAX: usize = 16 * 1024;
-/// How often a waiting run looks at its approval on its own (the decision also wakes it).
-const LOOK_MS: i64 = 60_000;
+/// How often a waiting run looks at its approval on its own: the decision wakes it at once, so
+/// this only bounds the wait when that wake-up was lost.
+const LOOK_MS: i64 = 10 * 60 * 1000;
 
 impl Driver<'_> {
     pub(super) async fn request_approval(
@@ -58,12 +59,13 @@ impl Driver<'_> {
         let proposal = proposal.unwrap_or_else(|| super::script::live_text(&ended.stdout, ""));
         let proposal = crate::session::opencode::truncate(&redactor.text(&proposal), PROPOSAL_MAX);
         let now = now_ms();
+        let expires_at = now + settings::approval_ttl_ms(self.env);
         let approval = Approval {
             label: manifest.approvals.label.clone(),
             decision: Decision::Pending,
             proposal,
             requested_at: now,
-            expires_at: now + settings::approval_ttl_ms(self.env),
+            expires_at,
             decided_by: None,
             decided_at: None,
             reason: None,
@@ -85,7 +87,7 @@ impl Driver<'_> {
             })
             .await?;
         self.save(&current)?;
-        Ok(Next::After(LOOK_MS))
+        Ok(Next::After(LOOK_MS.min(expires_at - now).max(0)))
     }
 
     pub(super) async fn at_gate(

@@ -60,7 +60,16 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "adapter",
         &[
-            "auth", "hooks", "mcp", "oauth", "outputs", "page", "preview", "proxy", "tools",
+            "auth",
+            "hooks",
+            "mcp",
+            "oauth",
+            "outputs",
+            "page",
+            "page_worker",
+            "preview",
+            "proxy",
+            "tools",
         ],
     ),
     ("entry", &["crate"]),
