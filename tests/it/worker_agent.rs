@@ -46,6 +46,32 @@ async fn an_agent_worker_is_refused_the_tools_it_was_not_allowed() {
 }
 
 #[tokio::test]
+async fn an_agent_worker_is_stopped_past_its_token_limit() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let worker = name("chatty");
+    let manifest = format!(
+        "schema_version: 1\nname: {worker}\nruntime: skill\ntools: [read]\nlimits:\n  max_tokens: 1000\n"
+    );
+    mcp.deploy(&[
+        ("worker.yml", &manifest),
+        (
+            "SKILL.md",
+            "Read this file, again and again. [scenario:worker-chatty]\n",
+        ),
+    ])
+    .await;
+    let run_id = mcp.run_worker(&worker, json!({})).await;
+    let run = mcp.worker_ended(&run_id).await;
+    assert_eq!(run["status"], json!("failed"), "{run:#}");
+    assert_eq!(run["error"]["code"], json!("limit_exceeded"));
+    assert!(run["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("limits.max_tokens"));
+}
+
+#[tokio::test]
 async fn a_worker_run_survives_a_restart_of_the_worker_and_retries_once_when_its_process_is_lost() {
     // A short approval lifetime, for the lapse at the end.
     let mut stack = RunStack::start(&[("WORKER_APPROVAL_TTL_SECONDS", "3")]);

@@ -89,6 +89,12 @@ pub fn script(scenario: &str, step: usize) -> Reply {
             ),
             _ => Reply::Text("Wrote outputs/summary.md; the shell was not available.".into()),
         },
+        // A worker's agent that keeps reading (each reply counts 150 tokens).
+        "worker-chatty" if step < 20 => Reply::Tool(
+            "read",
+            json!({"filePath": "/home/sandbox/worker/SKILL.md"}),
+        ),
+        "worker-chatty" => Reply::Text("Read it twenty times.".into()),
         // The demo's triage worker: a proposal, then (approved) the comment.
         "demo-triage" => match step {
             0 => Reply::Tool(
