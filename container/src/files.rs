@@ -8,8 +8,7 @@ use crate::beneath::{self, Links};
 use crate::error::{ApiError, Result};
 use base64::Engine;
 use handoff_wire::{
-    Encoding, FileContent, FileEntry, FileKind, FileList, FileWritten, READ_CAP, WORKSPACE,
-    WRITE_CAP,
+    Encoding, FileContent, FileEntry, FileKind, FileList, FileWritten, WORKSPACE, WRITE_CAP,
 };
 use std::ffi::CString;
 use std::fs::File;
@@ -111,7 +110,7 @@ pub fn require_dir(home: &Path, r: &Resolved) -> Result<()> {
         .map_err(|e| ApiError::bad_request(format!("working directory: {}", e.message)))
 }
 
-pub fn read(home: &Path, r: &Resolved, encoding: Encoding) -> Result<FileContent> {
+pub fn read(home: &Path, r: &Resolved, encoding: Encoding, cap: u64) -> Result<FileContent> {
     // Non-blocking, so a FIFO (or a device) is refused below instead of waiting for a writer.
     let fd = open(home, r, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY)?;
     let mut file = File::from(fd);
@@ -128,18 +127,18 @@ pub fn read(home: &Path, r: &Resolved, encoding: Encoding) -> Result<FileContent
             r.display
         )));
     }
-    if meta.len() > READ_CAP {
+    if meta.len() > cap {
         return Err(ApiError::too_large(format!(
-            "{} is {} bytes; reads are limited to {} bytes (1 MiB). Read part of it with a \
+            "{} is {} bytes; reads are limited to {cap} bytes ({} MiB). Read part of it with a \
              command (head, tail, sed -n) or download its directory as a ZIP",
             r.display,
             meta.len(),
-            READ_CAP
+            cap / (1024 * 1024)
         )));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     Read::by_ref(&mut file)
-        .take(READ_CAP + 1)
+        .take(cap + 1)
         .read_to_end(&mut bytes)?;
     let size = bytes.len() as u64;
     let content = match encoding {
@@ -353,6 +352,7 @@ pub fn delete(home: &Path, r: &Resolved, recursive: bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use handoff_wire::READ_CAP;
 
     fn temp_home(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("handoff-files-{}-{name}", std::process::id()));
@@ -389,7 +389,7 @@ mod tests {
         let r = resolve("deep/er/file.bin").unwrap();
         let bytes: Vec<u8> = (0..=255u8).collect();
         write(&home, None, &r, &bytes).unwrap();
-        let back = read(&home, &r, Encoding::Base64).unwrap();
+        let back = read(&home, &r, Encoding::Base64, READ_CAP).unwrap();
         assert_eq!(
             base64::engine::general_purpose::STANDARD
                 .decode(back.content)
@@ -397,7 +397,7 @@ mod tests {
             bytes
         );
         assert!(
-            read(&home, &r, Encoding::Text).is_err(),
+            read(&home, &r, Encoding::Text, READ_CAP).is_err(),
             "binary is not text"
         );
         let listed = list(&home, &resolve("deep/er").unwrap()).unwrap();
@@ -409,14 +409,20 @@ mod tests {
         std::os::unix::fs::symlink("../secret", home.join("relative-escape")).unwrap();
         std::os::unix::fs::symlink(&dir, home.join("escape-dir")).unwrap();
         for path in ["escape", "relative-escape", "escape-dir/secret"] {
-            let err = read(&home, &resolve(path).unwrap(), Encoding::Text).unwrap_err();
+            let err = read(&home, &resolve(path).unwrap(), Encoding::Text, READ_CAP).unwrap_err();
             assert!(err.message.contains("outside"), "{path}: {}", err.message);
         }
         let err = write(&home, None, &resolve("escape-dir/new").unwrap(), b"x").unwrap_err();
         assert!(err.message.contains("outside"), "{}", err.message);
         assert!(!dir.join("new").exists());
         std::os::unix::fs::symlink("deep/er/file.bin", home.join("inner")).unwrap();
-        assert!(read(&home, &resolve("inner").unwrap(), Encoding::Base64).is_ok());
+        assert!(read(
+            &home,
+            &resolve("inner").unwrap(),
+            Encoding::Base64,
+            READ_CAP
+        )
+        .is_ok());
 
         assert!(delete(&home, &resolve("deep").unwrap(), false).is_err());
         delete(&home, &resolve("deep").unwrap(), true).unwrap();
@@ -436,7 +442,7 @@ mod tests {
         let path = std::ffi::CString::new(home.join("pipe").to_str().unwrap()).unwrap();
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
-        let err = read(&home, &resolve("pipe").unwrap(), Encoding::Text).unwrap_err();
+        let err = read(&home, &resolve("pipe").unwrap(), Encoding::Text, READ_CAP).unwrap_err();
         assert!(
             err.message.contains("not a regular file"),
             "{}",
@@ -456,7 +462,13 @@ mod tests {
         let home = dir.join("home");
         let big = vec![b'a'; READ_CAP as usize + 1];
         std::fs::write(home.join("big.txt"), &big).unwrap();
-        let err = read(&home, &resolve("big.txt").unwrap(), Encoding::Text).unwrap_err();
+        let err = read(
+            &home,
+            &resolve("big.txt").unwrap(),
+            Encoding::Text,
+            READ_CAP,
+        )
+        .unwrap_err();
         assert_eq!(err.code, handoff_wire::ErrorCode::TooLarge);
         assert!(err.message.contains("1 MiB"));
         let err = write(

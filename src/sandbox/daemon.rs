@@ -252,12 +252,20 @@ impl Daemon {
         .await
     }
 
-    pub async fn read_file(&self, path: &str, encoding: Encoding) -> Result<FileContent> {
+    pub async fn read_file(
+        &self,
+        path: &str,
+        encoding: Encoding,
+        max: Option<u64>,
+    ) -> Result<FileContent> {
         let enc = match encoding {
             Encoding::Text => "text",
             Encoding::Base64 => "base64",
         };
-        let query = format!("/files?path={}&encoding={enc}", query_value(path));
+        let mut query = format!("/files?path={}&encoding={enc}", query_value(path));
+        if let Some(max) = max {
+            query.push_str(&format!("&max={max}"));
+        }
         self.call::<(), _>(Method::Get, &query, None).await
     }
 

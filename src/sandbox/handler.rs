@@ -46,7 +46,7 @@ impl SandboxHandler for SandboxObject {
     }
 
     async fn read_file(&self, op: ReadFile) -> Result<handoff_wire::FileContent> {
-        on_daemon!(self, |d| d.read_file(&op.path, op.encoding))
+        on_daemon!(self, |d| d.read_file(&op.path, op.encoding, op.max))
     }
 
     async fn write_file(&self, op: WriteFile) -> Result<handoff_wire::FileWritten> {

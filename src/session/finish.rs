@@ -173,6 +173,7 @@ async fn read_diff(sandbox: &SandboxClient, dir: &str, range: &str) -> Option<St
     let read = ReadFile {
         path: format!("{dir}/{DIFF_FILE}"),
         encoding: handoff_wire::Encoding::Text,
+        max: None,
     };
     sandbox.call(read).await.ok().map(|file| file.content)
 }

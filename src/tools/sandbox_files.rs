@@ -35,6 +35,7 @@ impl ToolHandler for FilesRead {
             .call(ReadFile {
                 path: p.path,
                 encoding,
+                max: None,
             })
             .await
             .map_err(not_found_hint)?;

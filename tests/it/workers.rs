@@ -428,6 +428,7 @@ async fn file_inputs_long_logs_and_cancel() {
     );
     let script =
         "cat inputs/data; grep -q '\"filename\": \"numbers.csv\"' inputs.json && echo named; \
+                  head -c 3000000 /dev/zero | tr '\\0' x > outputs/big.txt; \
                   seq 1 20000; grep -q '\"wait\": true' inputs.json && sleep 60; exit 0\n";
     mcp.deploy(&[("worker.yml", &manifest), ("run.sh", script)])
         .await;
@@ -464,6 +465,18 @@ async fn file_inputs_long_logs_and_cancel() {
     );
     assert!(stdout.trim_end().ends_with("20000"));
     assert!(stdout.contains("bytes omitted"));
+    // An output of a few MiB is kept whole.
+    let big = &run["outputs"][0];
+    assert_eq!(big["path"], json!("big.txt"), "{run:#}");
+    assert_eq!(big["size"], json!(3_000_000));
+    let body = reqwest::get(big["downloadUrl"].as_str().unwrap())
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(body.len(), 3_000_000);
+    assert!(body.iter().all(|b| *b == b'x'));
     // Cancelled while it runs: its process and its sandbox go.
     let run_id = mcp
         .run_worker(

@@ -12,7 +12,8 @@
 //! - `POST /v1/sandboxes/{id}/exec/stream` [`ExecRequest`] → NDJSON of [`ExecEvent`]
 //! - `POST /v1/sandboxes/{id}/processes` [`StartProcess`] → [`ProcessInfo`]; `GET` lists them
 //! - `GET  /v1/sandboxes/{id}/processes/{pid}/logs` → [`ProcessLogs`]; `DELETE .../{pid}` kills
-//! - `GET  /v1/sandboxes/{id}/files?path=&encoding=` → [`FileContent`]
+//! - `GET  /v1/sandboxes/{id}/files?path=&encoding=&max=` → [`FileContent`] (`max`: a larger
+//!   cap, up to [`LARGE_READ_CAP`])
 //! - `PUT  /v1/sandboxes/{id}/files?path=` raw bytes → [`FileWritten`]; `DELETE ?path=&recursive=`
 //! - `GET  /v1/sandboxes/{id}/files/list?path=` → [`FileList`]
 //! - `POST /v1/sandboxes/{id}/files/mkdir?path=` → [`FileWritten`]
@@ -49,6 +50,8 @@ pub const WORKSPACE: &str = "/home/sandbox";
 pub const EXEC_OUTPUT_CAP: usize = 32 * 1024;
 /// Largest file returned by a read.
 pub const READ_CAP: u64 = 1024 * 1024;
+/// Largest file a read may ask for with `max` (the Worker collecting a worker's outputs).
+pub const LARGE_READ_CAP: u64 = 10 * 1024 * 1024;
 /// Largest file accepted by a write.
 pub const WRITE_CAP: u64 = 8 * 1024 * 1024;
 

@@ -17,7 +17,7 @@ use axum::{Json, Router};
 use futures::StreamExt;
 use handoff_wire::{
     EgressLog, Encoding, ExecRequest, GitCheckout, GitClone, Health, PortList, ProcessList,
-    SandboxSpec, StartProcess, Verdict, WRITE_CAP,
+    SandboxSpec, StartProcess, Verdict, LARGE_READ_CAP, READ_CAP, WRITE_CAP,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -242,10 +242,20 @@ async fn read_file(
 ) -> Result<impl IntoResponse> {
     let resolved = files::resolve(param(&params, "path")?)?;
     let encoding = encoding(&params)?;
+    let cap = match params.get("max") {
+        None => READ_CAP,
+        Some(max) => max
+            .parse::<u64>()
+            .ok()
+            .filter(|m| (1..=LARGE_READ_CAP).contains(m))
+            .ok_or_else(|| {
+                ApiError::bad_request(format!("max must be 1 to {LARGE_READ_CAP} bytes"))
+            })?,
+    };
     let _shared = sandbox.gate.read().await;
     let home = sandbox.home.clone();
     Ok(Json(
-        blocking(move || files::read(&home, &resolved, encoding)).await?,
+        blocking(move || files::read(&home, &resolved, encoding, cap)).await?,
     ))
 }
 

@@ -51,7 +51,7 @@ async fn call(
     let request = request.body(Body::from(body.to_string())).expect("request");
     let response = router.clone().oneshot(request).await.expect("answer");
     let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+    let bytes = axum::body::to_bytes(response.into_body(), 32 << 20)
         .await
         .expect("body");
     let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
@@ -166,5 +166,42 @@ async fn bad_bodies_unknown_sandboxes_and_routes_get_clear_errors() {
     assert_eq!(status, StatusCode::NO_CONTENT);
     let (status, _) = call(&router, Method::GET, "/v1/sandboxes/sbx_a", Some(&a), "").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[tokio::test]
+async fn a_read_may_ask_for_a_larger_cap_up_to_the_large_read_cap() {
+    let root = scratch("large-read");
+    let router = app(&root).await;
+    let a = token("sbx_a", SECRET);
+    let (status, _) = call(&router, Method::PUT, "/v1/sandboxes/sbx_a", Some(&a), "").await;
+    assert_eq!(status, StatusCode::OK);
+    let two_mib = "a".repeat(2 << 20);
+    let (status, json) = call(
+        &router,
+        Method::PUT,
+        "/v1/sandboxes/sbx_a/files?path=big.txt",
+        Some(&a),
+        &two_mib,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    let path = "/v1/sandboxes/sbx_a/files?path=big.txt&encoding=base64";
+    let (status, json) = call(&router, Method::GET, path, Some(&a), "").await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{json}");
+    let (status, json) = call(
+        &router,
+        Method::GET,
+        &format!("{path}&max={}", 3 << 20),
+        Some(&a),
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json["size"], 2 << 20);
+    let too_much = format!("{path}&max={}", handoff_wire::LARGE_READ_CAP + 1);
+    let (status, json) = call(&router, Method::GET, &too_much, Some(&a), "").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    assert!(error_of(&json).contains("max must be"), "{json}");
     let _ = std::fs::remove_dir_all(&root);
 }

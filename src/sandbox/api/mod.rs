@@ -34,7 +34,9 @@ rpc::ops! {
         } => SandboxInfo;
         info: Info {} => SandboxInfo;
         exec: Exec { request: ExecRequest } => ExecResult;
-        read_file: ReadFile { path: String, encoding: Encoding } => FileContent;
+        /// A file's content; `max` asks for a larger cap than the daemon's default (at most
+        /// `LARGE_READ_CAP`).
+        read_file: ReadFile { path: String, encoding: Encoding, max: Option<u64> } => FileContent;
         write_file: WriteFile { path: String, base64: String } => FileWritten;
         list_files: ListFiles { path: String } => FileList;
         zip_dir: ZipDir { path: String } => Zipped;

@@ -15,7 +15,7 @@ use crate::workers::result_schema;
 use crate::workers::{Manifest, OutputFile, WorkerOutcome, WorkerRunSpec};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use handoff_wire::{Encoding, FileKind};
+use handoff_wire::{Encoding, FileKind, LARGE_READ_CAP};
 use serde_json::{json, Value};
 
 /// Largest `result.json` kept.
@@ -201,6 +201,7 @@ impl Driver<'_> {
                 .call(ReadFile {
                     path: format!("{DIR}/outputs/{path}"),
                     encoding: Encoding::Base64,
+                    max: Some(LARGE_READ_CAP),
                 })
                 .await;
             let bytes = match read.map(|f| B64.decode(f.content)) {
@@ -270,6 +271,7 @@ async fn read_result(
         .call(ReadFile {
             path: format!("{DIR}/result.json"),
             encoding: Encoding::Text,
+            max: None,
         })
         .await;
     let file = match read {

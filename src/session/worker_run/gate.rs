@@ -45,6 +45,7 @@ impl Driver<'_> {
                 .call(ReadFile {
                     path: format!("{DIR}/{name}"),
                     encoding: Encoding::Text,
+                    max: None,
                 })
                 .await;
             match read {
