@@ -59,3 +59,32 @@ async fn the_example_workers_deploy_and_run() {
         .unwrap()
         .contains("Posted the triage comment"));
 }
+
+#[tokio::test]
+async fn the_typescript_sdk_drives_the_workers_tools_and_accepts_every_output() {
+    let stack = stack::shared();
+    let worker = handoff_tests::workers::name("sdk");
+    let seen = handoff_tests::mcp::node_script(
+        "tests/js/workers_client.mjs",
+        &[
+            ("HANDOFF_URL", &stack.url()),
+            ("HANDOFF_TOKEN", handoff_tests::TOKEN),
+            ("WORKER", &worker),
+        ],
+    )
+    .await;
+    // The rollback to the only version is refused (it is current); nothing else may fail.
+    let errors: Vec<&str> = seen["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.as_str())
+        .filter(|e| !e.starts_with("workers_rollback:"))
+        .collect();
+    assert!(errors.is_empty(), "{seen}");
+    assert_eq!(seen["version"], 1, "{seen}");
+    assert_eq!(seen["status"], "completed", "{seen}");
+    assert_eq!(seen["outputs"], 1, "{seen}");
+    assert_eq!(seen["result"], json!({"ok": true}), "{seen}");
+    assert_eq!(seen["replayed"], true, "{seen}");
+}
