@@ -54,29 +54,49 @@ impl RunStatus {
     }
 }
 
-/// The progress line a completed run ends with, so it never shows its last working step
-/// ("opening a pull request …"): phase `completed`, and what came of it. A failed or cancelled
-/// run keeps the phase it ended in (where it failed), its error saying why. `None` for every
-/// other status.
+/// The phase and line a run ends on, so it never shows its last working step ("opening a pull
+/// request …"): `done` and what came of it, or `failed` / `cancelled` and why. Where a run was
+/// when it ended stays in its phases. `None` for every other status.
 pub fn final_progress(
     to: RunStatus,
     outcome: Option<&RunOutcome>,
+    error: Option<&RunError>,
 ) -> Option<(&'static str, String)> {
-    let message = match to {
-        RunStatus::Completed => match outcome {
-            Some(RunOutcome {
-                pull_request_url: Some(url),
-                ..
-            }) => format!("done: opened {url}"),
-            Some(RunOutcome {
-                branch: Some(branch),
-                ..
-            }) => format!("done: pushed {branch}"),
-            _ => "done".to_string(),
-        },
-        _ => return None,
+    let why = |word: &str| match error {
+        Some(e) => format!("{word}: {}", e.message),
+        None => word.to_string(),
     };
-    Some((to.as_str(), message))
+    Some(match to {
+        RunStatus::Completed => {
+            let message = match outcome {
+                Some(RunOutcome {
+                    pull_request_url: Some(url),
+                    ..
+                }) => format!("done: opened {url}"),
+                Some(RunOutcome {
+                    branch: Some(branch),
+                    ..
+                }) => format!("done: pushed {branch}"),
+                Some(RunOutcome {
+                    summary: Some(summary),
+                    worker: Some(_),
+                    ..
+                }) => format!("done: {summary}"),
+                _ => "done".to_string(),
+            };
+            ("done", message)
+        }
+        RunStatus::Failed => ("failed", why("failed")),
+        RunStatus::Cancelled => ("cancelled", why("cancelled")),
+        _ => return None,
+    })
+}
+
+/// When a run entered a phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseMark {
+    pub phase: String,
+    pub at: i64,
 }
 
 named_enum! {
@@ -294,6 +314,9 @@ pub struct RunRecord {
     /// The worker side of a worker run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<crate::workers::WorkerRunInfo>,
+    /// Every phase the run went through, oldest first (filled for single-run reads).
+    #[serde(default)]
+    pub phases: Vec<PhaseMark>,
 }
 
 /// A work session: a sandbox and an agent conversation that runs can continue.
@@ -315,23 +338,33 @@ mod tests {
     use strum::VariantArray;
 
     #[test]
-    fn a_completed_run_says_what_came_of_it() {
+    fn a_run_ends_on_done_failed_or_cancelled_with_what_came_of_it() {
         let opened = RunOutcome {
             pull_request_url: Some("https://forge/pr/1".into()),
             branch: Some("handoff/run_1".into()),
             ..RunOutcome::default()
         };
         assert_eq!(
-            final_progress(RunStatus::Completed, Some(&opened)),
-            Some(("completed", "done: opened https://forge/pr/1".to_string()))
+            final_progress(RunStatus::Completed, Some(&opened), None),
+            Some(("done", "done: opened https://forge/pr/1".to_string()))
         );
         assert_eq!(
-            final_progress(RunStatus::Completed, None),
-            Some(("completed", "done".to_string()))
+            final_progress(RunStatus::Completed, None, None),
+            Some(("done", "done".to_string()))
         );
-        // A failed run keeps the phase it failed in.
-        assert_eq!(final_progress(RunStatus::Failed, None), None);
-        assert_eq!(final_progress(RunStatus::Running, None), None);
+        let error = RunError {
+            code: RunErrorCode::CloneFailed,
+            message: "no such repository".into(),
+        };
+        assert_eq!(
+            final_progress(RunStatus::Failed, None, Some(&error)),
+            Some(("failed", "failed: no such repository".to_string()))
+        );
+        assert_eq!(
+            final_progress(RunStatus::Cancelled, None, None),
+            Some(("cancelled", "cancelled".to_string()))
+        );
+        assert_eq!(final_progress(RunStatus::Running, None, None), None);
     }
 
     #[test]

@@ -24,8 +24,7 @@ pub struct RunTaskOutput {
 #[serde(rename_all = "camelCase")]
 pub struct ProgressView {
     /// What the run is doing: preparing_sandbox, cloning, starting_agent, working, pushing,
-    /// opening_pr; `completed` once it completed (a failed or cancelled run keeps the phase it
-    /// ended in).
+    /// opening_pr; then done, failed or cancelled (where it was when it ended is in `phases`).
     pub phase: String,
     pub message: String,
     pub updated_at: String,
@@ -71,6 +70,33 @@ pub struct ResultView {
     pub error: Option<ErrorView>,
 }
 
+/// A phase the run went through.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseView {
+    /// queued, preparing_sandbox, cloning, starting_agent, working, pushing, opening_pr (worker
+    /// runs: staging, running, pending_approval, collecting), then done, failed or cancelled.
+    pub phase: String,
+    pub started_at: String,
+    /// How long it lasted (absent for the phase the run is in, or ended on).
+    pub duration_ms: Option<u64>,
+}
+
+/// Phases with how long each lasted (until the next began).
+pub fn phase_views(marks: &[crate::runs::PhaseMark]) -> Vec<PhaseView> {
+    marks
+        .iter()
+        .enumerate()
+        .map(|(i, mark)| PhaseView {
+            phase: mark.phase.clone(),
+            started_at: rfc3339(mark.at),
+            duration_ms: marks
+                .get(i + 1)
+                .map(|next| (next.at - mark.at).max(0) as u64),
+        })
+        .collect()
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct TransitionView {
     pub status: RunStatus,
@@ -98,6 +124,8 @@ pub struct RunView {
     pub result: Option<ResultView>,
     /// Every status change, oldest first.
     pub transitions: Vec<TransitionView>,
+    /// Every phase with its duration, oldest first.
+    pub phases: Vec<PhaseView>,
     pub web_ui_url: Option<String>,
 }
 
@@ -216,6 +244,7 @@ impl RunView {
                 }
             }),
             result,
+            phases: phase_views(&run.phases),
             transitions: run
                 .transitions
                 .into_iter()

@@ -249,6 +249,8 @@ pub struct WorkerRunView {
     pub tokens: Option<Tokens>,
     pub cost_usd: Option<f64>,
     pub error: Option<RunErrorView>,
+    /// Every phase with its duration, oldest first.
+    pub phases: Vec<super::views::PhaseView>,
     /// Signed link to the run's page.
     pub web_ui_url: Option<String>,
 }
@@ -331,6 +333,7 @@ pub fn run_view(run: RunRecord) -> Option<WorkerRunView> {
             code: e.code.as_str().to_string(),
             message: e.message,
         }),
+        phases: super::views::phase_views(&run.phases),
         web_ui_url: None,
     })
 }

@@ -87,8 +87,8 @@ async fn a_run_fixes_the_failing_test_and_opens_a_pull_request() {
             .is_some_and(|m| m.starts_with("anthropic/")),
         "{run:#}"
     );
-    // An ended run says how it ended, not what it was doing last.
-    assert_eq!(progress["phase"], "completed", "{progress:#}");
+    // An ended run says how it ended, not what it was doing last, and how long each phase took.
+    assert_eq!(progress["phase"], "done", "{progress:#}");
     assert!(
         progress["message"]
             .as_str()
@@ -96,6 +96,30 @@ async fn a_run_fixes_the_failing_test_and_opens_a_pull_request() {
             .starts_with("done: opened http"),
         "{progress:#}"
     );
+    let phases: Vec<&str> = run["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "queued",
+            "preparing_sandbox",
+            "cloning",
+            "starting_agent",
+            "working",
+            "pushing",
+            "opening_pr",
+            "done"
+        ],
+        "{run:#}"
+    );
+    let last = run["phases"].as_array().unwrap().len() - 1;
+    for (i, phase) in run["phases"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(phase["durationMs"].is_u64(), i < last, "{phase}");
+    }
 
     // The forge holds the pull request, from the run's branch, whose commit carries the fix.
     let pulls: Vec<_> = stack

@@ -145,6 +145,24 @@ async fn a_manual_run_gets_typed_inputs_and_leaves_a_downloadable_output() {
         run["result"],
         json!({"rows": 1, "city": "Oslo", "phase": "run"})
     );
+    let phases: Vec<&str> = run["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "queued",
+            "preparing_sandbox",
+            "staging",
+            "running",
+            "collecting",
+            "done"
+        ],
+        "{run:#}"
+    );
     assert!(run["logs"]["stdout"]
         .as_str()
         .unwrap()

@@ -75,6 +75,13 @@ CREATE TABLE IF NOT EXISTS run_transitions (
   at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS run_transitions_by_run ON run_transitions(run_id, seq);
+CREATE TABLE IF NOT EXISTS run_phases (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL,
+  phase TEXT NOT NULL,
+  at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_phases_by_run ON run_phases(run_id, seq);
 CREATE TABLE IF NOT EXISTS sessions (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
   id TEXT NOT NULL UNIQUE,
@@ -249,6 +256,7 @@ impl RunRow {
             error,
             transitions: Vec::new(),
             worker,
+            phases: Vec::new(),
         };
         Ok((self.seq, record))
     }
@@ -286,6 +294,7 @@ pub fn get_run(sql: &SqlStorage, run_id: &str) -> Result<Option<RunRecord>> {
         .into_iter()
         .filter_map(|r| RunStatus::parse(&r.status).map(|status| Transition { status, at: r.at }))
         .collect();
+    run.phases = phases(sql, run_id)?;
     Ok(Some(run))
 }
 
@@ -347,6 +356,7 @@ pub fn insert_run(
         ],
     )?;
     insert_transition(sql, run_id, RunStatus::Queued, now)?;
+    mark_phase(sql, run_id, "queued", now)?;
     sql.exec(
         "UPDATE sessions SET last_run_at = ?, run_count = run_count + 1, last_run_id = ? WHERE id = ?",
         vec![now.into(), run_id.into(), session_id.into()],

@@ -39,10 +39,13 @@ pub fn transition(
         return Ok((current, false));
     }
     let outcome_json = outcome.map(serde_json::to_string).transpose()?;
-    let (phase, message) = match final_progress(to, outcome) {
+    let (phase, message) = match final_progress(to, outcome, error) {
         Some((phase, message)) => (Some(phase.to_string()), Some(message)),
         None => (None, None),
     };
+    if let Some(phase) = &phase {
+        mark_phase(sql, run_id, phase, now)?;
+    }
     sql.exec(
         "UPDATE runs SET status = ?, updated_at = ?, \
            started_at = CASE WHEN started_at IS NULL AND ? IN ('starting', 'running') THEN ? ELSE started_at END, \
@@ -90,6 +93,7 @@ pub fn progress(
         return Ok((run, false));
     }
     let detail = detail.map(serde_json::to_string).transpose()?;
+    mark_phase(sql, run_id, phase, now)?;
     sql.exec(
         "UPDATE runs SET phase = ?, progress_message = ?, progress_at = ?, updated_at = ?, \
          progress_detail = COALESCE(?, progress_detail) WHERE id = ?",
@@ -117,4 +121,31 @@ pub(super) fn get_status(sql: &SqlStorage, run_id: &str) -> Result<RunStatus> {
         .ok_or_else(|| Error::not_found(format!("run {run_id} not found")))?;
     RunStatus::parse(&row.status)
         .ok_or_else(|| Error::internal(format!("run {run_id} has an unknown status")))
+}
+
+/// Records that a run entered `phase` at `now`, unless it is in that phase already (call before
+/// the run's `phase` column changes).
+pub fn mark_phase(sql: &SqlStorage, run_id: &str, phase: &str, now: i64) -> Result<()> {
+    sql.exec(
+        "INSERT INTO run_phases (run_id, phase, at) SELECT ?, ?, ? \
+         WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ? AND phase IS ?)",
+        vec![
+            run_id.into(),
+            phase.into(),
+            now.into(),
+            run_id.into(),
+            phase.into(),
+        ],
+    )?;
+    Ok(())
+}
+
+/// A run's phases, oldest first.
+pub fn phases(sql: &SqlStorage, run_id: &str) -> Result<Vec<crate::runs::PhaseMark>> {
+    Ok(sql
+        .exec(
+            "SELECT phase, at FROM run_phases WHERE run_id = ? ORDER BY seq",
+            vec![run_id.into()],
+        )?
+        .to_array::<crate::runs::PhaseMark>()?)
 }

@@ -46,6 +46,7 @@ pub fn await_approval(
     if get_status(sql, run_id)? != RunStatus::Running {
         return Ok(false);
     }
+    mark_phase(sql, run_id, "pending_approval", now)?;
     sql.exec(
         "UPDATE runs SET approval = ?, phase = 'pending_approval', progress_message = ?, \
          progress_at = ? WHERE id = ?",

@@ -45,6 +45,8 @@ impl Driver<'_> {
         run: &RunRecord,
         spec: &WorkerRunSpec,
     ) -> Result<Next> {
+        self.progress(&current, "collecting the logs, result and outputs")
+            .await?;
         let version = self.worker_version(spec, false).await?;
         let manifest = &version.manifest;
         let redactor = self.redactor(manifest).await?;
