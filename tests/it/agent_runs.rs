@@ -96,12 +96,7 @@ async fn a_run_fixes_the_failing_test_and_opens_a_pull_request() {
             .starts_with("done: opened http"),
         "{progress:#}"
     );
-    let phases: Vec<&str> = run["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["phase"].as_str().unwrap())
-        .collect();
+    let phases = handoff_tests::runs::phases(&run);
     assert_eq!(
         phases,
         [

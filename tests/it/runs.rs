@@ -49,12 +49,7 @@ async fn a_run_without_a_sandbox_backend_fails_promptly_and_says_why() {
     assert_eq!(run["title"], "Fix the flaky test in tests/net.rs");
     // It ended failed, and its phases say where: preparing the sandbox.
     assert_eq!(run["progress"]["phase"], "failed");
-    let phases: Vec<&str> = run["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["phase"].as_str().unwrap())
-        .collect();
+    let phases = handoff_tests::runs::phases(&run);
     assert_eq!(phases, ["queued", "preparing_sandbox", "failed"]);
     let statuses: Vec<&str> = run["transitions"]
         .as_array()

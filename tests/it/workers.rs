@@ -145,12 +145,7 @@ async fn a_manual_run_gets_typed_inputs_and_leaves_a_downloadable_output() {
         run["result"],
         json!({"rows": 1, "city": "Oslo", "phase": "run"})
     );
-    let phases: Vec<&str> = run["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["phase"].as_str().unwrap())
-        .collect();
+    let phases = handoff_tests::runs::phases(&run);
     assert_eq!(
         phases,
         [

@@ -22,3 +22,11 @@ pub fn status(run: &Value) -> &str {
 pub fn terminal(run: &Value) -> bool {
     matches!(status(run), "completed" | "failed" | "cancelled")
 }
+
+/// The names of a run's phases, oldest first.
+pub fn phases(run: &Value) -> Vec<&str> {
+    run["phases"]
+        .as_array()
+        .map(|phases| phases.iter().filter_map(|p| p["phase"].as_str()).collect())
+        .unwrap_or_default()
+}
