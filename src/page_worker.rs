@@ -59,7 +59,7 @@ pub async fn body(env: &Env, base: &str, run: &RunRecord, owner: Option<&str>) -
             h2 { "Inputs" }
             pre { (serde_json::Value::Object(spec.inputs.clone()).to_string()) }
         }
-        (approval(run, info, owner.zip(config_key(env)).map(|(o, key)| form_token(&key, o, &run.id))))
+        (approval(run, info, owner.zip(crate::config::signing_key(env)).map(|(o, key)| form_token(&key, o, &run.id))))
         @if let Some(live) = info.live_log.as_ref().filter(|_| !run.status.is_terminal()) {
             h2 { "Log (live)" }
             pre { (live) }
@@ -134,10 +134,6 @@ fn approval(run: &RunRecord, info: &WorkerRunInfo, token: Option<String>) -> Mar
     }
 }
 
-fn config_key(env: &Env) -> Option<Vec<u8>> {
-    crate::config::signing_key(env)
-}
-
 fn form_token(key: &[u8], owner: &str, run_id: &str) -> String {
     mac::tag(key, "worker-decision", &format!("{owner}|{run_id}"))
 }
@@ -172,7 +168,8 @@ pub async fn decide(mut req: Request, env: &Env) -> Result<Response> {
         .into_owned()
         .collect();
     let field = |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-    let key = config_key(env).ok_or_else(|| Error::not_configured("no signing key"))?;
+    let key =
+        crate::config::signing_key(env).ok_or_else(|| Error::not_configured("no signing key"))?;
     let expected = form_token(&key, &owner, &run_id);
     if !field("token").is_some_and(|t| mac::same(t.as_bytes(), expected.as_bytes())) {
         return html::respond(

@@ -180,7 +180,7 @@ async fn upload(ctx: &Ctx<'_>, name: String, file: FileParam) -> Result<InputFil
     }
     let media_type = file
         .media_type
-        .unwrap_or_else(|| media_type_of(&file.filename).to_string());
+        .unwrap_or_else(|| crate::workers::files::media_type_of(&file.filename).to_string());
     let sha256 = crate::mac::sha256_hex(&bytes);
     let size = bytes.len() as u64;
     let bucket = ctx.env.bucket(artifacts::BUCKET)?;
@@ -198,23 +198,6 @@ async fn upload(ctx: &Ctx<'_>, name: String, file: FileParam) -> Result<InputFil
         size,
         sha256,
     })
-}
-
-fn media_type_of(filename: &str) -> &'static str {
-    match filename
-        .rsplit_once('.')
-        .map(|(_, e)| e.to_ascii_lowercase())
-        .as_deref()
-    {
-        Some("csv") => "text/csv",
-        Some("txt") => "text/plain",
-        Some("json") => "application/json",
-        Some("md") => "text/markdown",
-        Some("pdf") => "application/pdf",
-        Some("png") => "image/png",
-        Some("jpg" | "jpeg") => "image/jpeg",
-        _ => "application/octet-stream",
-    }
 }
 
 impl ToolHandler for Runs {

@@ -83,6 +83,24 @@ impl FileSet {
     }
 }
 
+/// A file's media type from its extension (`application/octet-stream` when unknown).
+pub fn media_type_of(path: &str) -> &'static str {
+    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("txt" | "log") => "text/plain",
+        Some("md") => "text/markdown",
+        Some("csv") => "text/csv",
+        Some("json") => "application/json",
+        Some("html" | "htm") => "text/html",
+        Some("pdf") => "application/pdf",
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("svg") => "image/svg+xml",
+        Some("zip") => "application/zip",
+        _ => "application/octet-stream",
+    }
+}
+
 /// A relative path of plain names: letters, digits and `._-` separated by `/`; no `..`, no
 /// hidden `.git`, no absolute paths, at most 200 bytes.
 pub fn check_path(path: &str) -> Result<(), String> {

@@ -222,7 +222,7 @@ impl Driver<'_> {
                 .iter()
                 .find(|o| o.path == path)
                 .map(|o| o.media_type.clone())
-                .unwrap_or_else(|| guess_media_type(&path).to_string());
+                .unwrap_or_else(|| crate::workers::files::media_type_of(&path).to_string());
             let sha256 = crate::mac::sha256_hex(&bytes);
             let size = bytes.len() as u64;
             self.put_artifact(&artifacts::output_key(run_id, &path), bytes, &media_type)
@@ -359,21 +359,4 @@ fn tail(stdout: &str, stderr: &str) -> String {
     text.chars()
         .skip(count.saturating_sub(TAIL_CHARS))
         .collect()
-}
-
-fn guess_media_type(path: &str) -> &'static str {
-    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
-    match ext.as_deref() {
-        Some("txt" | "log") => "text/plain",
-        Some("md") => "text/markdown",
-        Some("csv") => "text/csv",
-        Some("json") => "application/json",
-        Some("html" | "htm") => "text/html",
-        Some("pdf") => "application/pdf",
-        Some("png") => "image/png",
-        Some("jpg" | "jpeg") => "image/jpeg",
-        Some("svg") => "image/svg+xml",
-        Some("zip") => "application/zip",
-        _ => "application/octet-stream",
-    }
 }

@@ -17,7 +17,7 @@ pub(super) use agent::{over_limit as agent_over_limit, OVER_LIMIT};
 use super::driver::{Driver, Next};
 use super::store::{Current, Phase, WorkerState};
 use crate::error::{Error, Result};
-use crate::registry::api::{self as registry, GetVersion, RevealSecrets};
+use crate::registry::api::{self as registry, GetVersion, RevealSecrets, Revealed};
 use crate::runs::{RunErrorCode, RunRecord};
 use crate::sandbox::api::{Delete, Ensure, Kill};
 use crate::workers::redact::Redactor;
@@ -96,15 +96,7 @@ impl Driver<'_> {
         current: &Current,
         manifest: &Manifest,
     ) -> Result<Option<BTreeMap<String, String>>> {
-        if manifest.secrets.is_empty() {
-            return Ok(Some(BTreeMap::new()));
-        }
-        let revealed = registry::client(self.env)?
-            .call(RevealSecrets {
-                worker: manifest.name.clone(),
-                names: manifest.secrets.clone(),
-            })
-            .await?;
+        let revealed = self.reveal(manifest).await?;
         if !revealed.missing.is_empty() {
             let message = format!(
                 "the secret(s) {} the worker declares are not set; set them with \
@@ -120,21 +112,29 @@ impl Driver<'_> {
 
     /// What takes the worker's secret values out of logs, results and outputs.
     pub(super) async fn redactor(&self, manifest: &Manifest) -> Result<Redactor> {
-        if manifest.secrets.is_empty() {
-            return Ok(Redactor::default());
-        }
-        let revealed = registry::client(self.env)?
-            .call(RevealSecrets {
-                worker: manifest.name.clone(),
-                names: manifest.secrets.clone(),
-            })
-            .await?;
+        let revealed = self.reveal(manifest).await?;
         Ok(Redactor::new(
             revealed
                 .values
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str())),
         ))
+    }
+
+    /// The values of the worker's declared secrets (no registry call when it declares none).
+    async fn reveal(&self, manifest: &Manifest) -> Result<Revealed> {
+        if manifest.secrets.is_empty() {
+            return Ok(Revealed {
+                values: BTreeMap::new(),
+                missing: Vec::new(),
+            });
+        }
+        registry::client(self.env)?
+            .call(RevealSecrets {
+                worker: manifest.name.clone(),
+                names: manifest.secrets.clone(),
+            })
+            .await
     }
 
     /// Creates (or updates) the run's sandbox with the egress the pass may use: before approval
