@@ -11,6 +11,8 @@ pub const MCP_SESSION: &str = "mcp_";
 pub const SANDBOX: &str = "sbx_";
 /// An MCP task that runs a command in a sandbox (a run's task id is its run id).
 pub const EXEC_TASK: &str = "xtk_";
+/// A run's completion callback delivery (the same id on every attempt).
+pub const DELIVERY: &str = "dlv_";
 /// A worker's webhook: the random part of its secret URL.
 pub const HOOK: &str = "hk_";
 /// OAuth: a dynamically registered client, a pending authorization request, a grant (the

@@ -4,6 +4,8 @@
 mod artifacts;
 mod auth;
 mod authstore;
+mod budget;
+mod callbacks;
 mod config;
 mod cookies;
 mod error;
@@ -28,6 +30,7 @@ mod proxy;
 mod registry;
 mod repository;
 mod rpc;
+mod run_views;
 mod runs;
 mod sandbox;
 mod sandboxes;

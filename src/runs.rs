@@ -1,6 +1,7 @@
 //! The run domain: statuses and their legal transitions, and the run record the ledger stores and
 //! hands out. Storage lives in `ledger`, the MCP views in `tools::views`.
 
+use crate::budget::{Budget, Exceeded, Spend};
 use crate::names::named_enum;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -136,6 +137,9 @@ pub enum RunErrorCode {
     ApprovalExpired,
     /// The run was cut off by a restart and could not be resumed.
     Interrupted,
+    /// The run went over its budget (maxCostUsd, maxTokens or maxDurationSeconds); its work
+    /// so far was pushed to its branch.
+    BudgetExceeded,
 }
 }
 
@@ -174,6 +178,13 @@ pub struct Tokens {
     pub reasoning: u64,
     pub cache_read: u64,
     pub cache_write: u64,
+}
+
+impl Tokens {
+    /// Every token counted (what `maxTokens` limits).
+    pub fn total(&self) -> u64 {
+        self.input + self.output + self.reasoning + self.cache_read + self.cache_write
+    }
 }
 
 /// One step (tool call) of the agent.
@@ -252,6 +263,12 @@ pub struct RunSpec {
     /// Set for a worker run: which worker, version and inputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<crate::workers::WorkerRunSpec>,
+    /// The most the run may spend (the deployment's defaults fill what it leaves open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+    /// Where to POST the result when the run ends (checked by `callbacks::check_url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
 }
 
 impl RunSpec {
@@ -283,6 +300,8 @@ impl RunSpec {
             idempotency_key,
             origin,
             worker: Some(spec),
+            budget: None,
+            callback_url: None,
         }
     }
 }
@@ -317,6 +336,48 @@ pub struct RunRecord {
     /// Every phase the run went through, oldest first (filled for single-run reads).
     #[serde(default)]
     pub phases: Vec<PhaseMark>,
+    /// The most the run may spend.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+    /// Tokens the credential proxy counted in the provider's answers, and the calls it passed.
+    #[serde(default)]
+    pub metered_tokens: u64,
+    #[serde(default)]
+    pub model_calls: u64,
+    /// The completion callback and its delivery (filled for single-run reads).
+    #[serde(default)]
+    pub callback: Option<crate::callbacks::Callback>,
+}
+
+impl RunRecord {
+    /// What the run has spent by `now`: the proxy's token count (or the session's reading of
+    /// OpenCode's, when higher), OpenCode's cost, and the seconds since it started.
+    pub fn spend(&self, now: i64) -> Spend {
+        let detail = self.progress.as_ref().and_then(|p| p.detail.as_ref());
+        let (reported_tokens, cost) = match (detail, &self.outcome) {
+            (Some(d), _) => (d.tokens.total(), d.cost_usd),
+            (None, Some(o)) => (
+                o.tokens.as_ref().map(Tokens::total).unwrap_or(0),
+                o.cost_usd.unwrap_or(0.0),
+            ),
+            _ => (0, 0.0),
+        };
+        let end = self.completed_at.unwrap_or(now);
+        Spend {
+            tokens: self.metered_tokens.max(reported_tokens),
+            model_calls: self.model_calls,
+            cost_usd: cost,
+            seconds: self
+                .started_at
+                .map(|at| ((end - at).max(0) / 1000) as u64)
+                .unwrap_or(0),
+        }
+    }
+
+    /// The limit this run is over by `now`, if any.
+    pub fn over_budget(&self, now: i64) -> Option<Exceeded> {
+        crate::budget::over(self.budget.as_ref()?, &self.spend(now))
+    }
 }
 
 /// A work session: a sandbox and an agent conversation that runs can continue.

@@ -3,6 +3,7 @@
 
 use worker::Env;
 
+pub mod runs;
 pub mod workers;
 
 /// Secret: API tokens accepted as `Authorization: Bearer <token>`.
@@ -416,6 +417,7 @@ pub fn warnings(env: &Env) -> Vec<String> {
         out.push(format!("{GITHUB_TOKEN} is not set: runs cannot clone private repositories, push or open pull requests"));
     }
     out.extend(workers::warnings(env));
+    out.extend(runs::warnings(env));
     if daemon_secret(env).is_none() {
         out.push(format!(
             "{DAEMON_SECRET} is not set (or shorter than {MIN_SIGNING_KEY_LEN} characters): sandboxes cannot be used"
@@ -469,7 +471,11 @@ mod tests {
                     .is_some_and(|rest| rest.starts_with('='))
             })
         };
-        let sources = [include_str!("mod.rs"), include_str!("workers.rs")];
+        let sources = [
+            include_str!("mod.rs"),
+            include_str!("workers.rs"),
+            include_str!("runs.rs"),
+        ];
         let names: Vec<&str> = sources
             .iter()
             .flat_map(|source| source.lines())

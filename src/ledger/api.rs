@@ -115,6 +115,8 @@ rpc::ops! {
             principal: String,
             reason: Option<String>,
         } => RunRecord;
+        /// Tokens the credential proxy counted in one model call's answer.
+        record_usage: RecordUsage { run_id: String, tokens: u64 } => Ack;
         /// A progress report; replies the run's status, unchanged.
         progress: Progress {
             run_id: String,

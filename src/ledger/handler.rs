@@ -70,6 +70,11 @@ impl LedgerHandler for Call<'_> {
             None => Ok(()),
         };
         let request_hash = request_hash(&spec)?;
+        // The deployment's defaults fill the limits the caller left open (after the hash, so a
+        // retried call matches although the defaults changed meanwhile).
+        let mut spec = spec;
+        let defaults = crate::config::runs::default_budget(&self.ledger.env);
+        spec.budget = Some(spec.budget.unwrap_or_default().or(&defaults)).filter(|b| !b.is_empty());
         if let Some(key) = &spec.idempotency_key {
             if let Some((run_id, hash)) = store::find_by_idempotency_key(sql, principal, key)? {
                 if hash != request_hash {
@@ -234,6 +239,11 @@ impl LedgerHandler for Call<'_> {
         }
         self.ledger.reschedule().await?;
         Ok(run)
+    }
+
+    async fn record_usage(&self, op: RecordUsage) -> Result<Ack> {
+        store::record_usage(&self.sql, &op.run_id, op.tokens)?;
+        Ok(Ack {})
     }
 
     async fn progress(&self, op: Progress) -> Result<Transitioned> {

@@ -3,6 +3,7 @@
 //! terminal state, and the dispatcher that retries hand-offs to session objects.
 
 pub mod api;
+mod callbacks;
 mod handler;
 mod store;
 
@@ -133,7 +134,8 @@ impl RunLedger {
         }
     }
 
-    /// The alarm's work: fail stalled runs, retry hand-offs, forget old MCP sessions.
+    /// The alarm's work: fail stalled runs, retry hand-offs, deliver callbacks, forget old MCP
+    /// sessions.
     async fn housekeeping(&self) -> Result<()> {
         let sql = self.sql();
         let now = now_ms();
@@ -159,6 +161,7 @@ impl RunLedger {
         )?;
         store::purge_tasks(&sql, now)?;
         store::purge_subscriptions(&sql)?;
+        self.deliver_callbacks().await?;
         self.reschedule().await
     }
 

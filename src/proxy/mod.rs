@@ -12,7 +12,11 @@
 //!   Pushes only while the run is in its `pushing` phase, and only to
 //!   `refs/heads/handoff/<runId>` (`receive_pack` reads the commands before forwarding).
 //! - `/proxy/forge/repos/<owner>/<repo>/pulls[/<n>]` (GET, POST) → `FORGE_API_URL/…`
+//!
+//! Model calls pass only while their run is within its budget, and their answers are metered
+//! (`metered`).
 
+mod metered;
 mod providers;
 mod receive_pack;
 
@@ -59,23 +63,27 @@ async fn route(mut req: Request, env: &Env) -> Result<Response> {
             let query = query(&req)?;
             providers::check(Service::Anthropic, &req.method(), tail, &query)?;
             let token = header(&req, "x-api-key").or_else(|| bearer(&req));
-            authorize(env, token, Service::Anthropic, None).await?;
+            let (_, run) = authorize(env, token, Service::Anthropic, None).await?;
+            metered::within_budget(&run)?;
             let key = secret(env, config::ANTHROPIC_API_KEY)?;
             let upstream = format!("{}/{tail}{query}", config::anthropic_base_url(env));
-            forward(&req, &upstream, &[("x-api-key", key)]).await
+            let answer = forward(&req, &upstream, &[("x-api-key", key)]).await?;
+            metered::metered(env, &req.method(), &run.id, answer)
         }
         "openai" => {
             let query = query(&req)?;
             providers::check(Service::OpenAi, &req.method(), tail, &query)?;
-            authorize(env, bearer(&req), Service::OpenAi, None).await?;
+            let (_, run) = authorize(env, bearer(&req), Service::OpenAi, None).await?;
+            metered::within_budget(&run)?;
             let key = secret(env, config::OPENAI_API_KEY)?;
             let upstream = format!("{}/{tail}{query}", config::openai_base_url(env));
-            forward(
-                &req,
-                &upstream,
-                &[("authorization", format!("Bearer {key}"))],
-            )
-            .await
+            let body = match tail {
+                "chat/completions" => Some(JsValue::from_str(&chat_request(&mut req).await?)),
+                _ => req.inner().body().map(JsValue::from),
+            };
+            let auth = [("authorization", format!("Bearer {key}"))];
+            let answer = send(&req, &upstream, &auth, body).await?;
+            metered::metered(env, &req.method(), &run.id, answer)
         }
         "git" => {
             let (repo, operation) = git_target(tail, &req.method())?;
@@ -128,6 +136,20 @@ async fn route(mut req: Request, env: &Env) -> Result<Response> {
             "unknown proxy service; the proxy serves anthropic, openai, git and forge",
         )),
     }
+}
+
+/// A chat completion request, read whole (uncompressed, within its cap) so it reports usage.
+async fn chat_request(req: &mut Request) -> Result<String> {
+    let encoding = header(req, "content-encoding").unwrap_or_default();
+    if !encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity") {
+        return Err(Error::invalid(
+            "compressed model requests are not accepted by the credential proxy",
+        ));
+    }
+    let body = http::read_capped(req, metered::MAX_CHAT_REQUEST)
+        .await?
+        .ok_or_else(|| Error::invalid("the chat completion request is larger than 32 MiB"))?;
+    metered::with_usage(&body)
 }
 
 /// `owner/repo` and the git operation of a smart-HTTP path, or a refusal.

@@ -11,7 +11,8 @@ use crate::artifacts;
 use crate::config;
 use crate::error::Result;
 use crate::links;
-use crate::runs::{RunErrorCode, RunOutcome, RunRecord, RunStatus};
+use crate::runs::{RunError, RunErrorCode, RunOutcome, RunRecord, RunStatus};
+use crate::time::now_ms;
 use crate::tokens::Service;
 
 impl Driver<'_> {
@@ -28,7 +29,13 @@ impl Driver<'_> {
             Err(_) => false,
         };
         self.stop_agent(&current).await;
-        if let Some(error) = turn.error {
+        // Stopped over budget — by the session, or by the proxy refusing the next model call.
+        let stop = current.stop.clone().or_else(|| {
+            turn.error
+                .as_ref()
+                .and_then(|_| run.over_budget(now_ms()).map(|e| e.message()))
+        });
+        if let (Some(error), None) = (&turn.error, &stop) {
             let message = format!("the agent's model call failed: {error}");
             self.fail(&current, RunErrorCode::AgentFailed, message)
                 .await?;
@@ -86,25 +93,29 @@ impl Driver<'_> {
                 }
             };
             if let Some(pushed) = pushed {
-                let message = format!("opening a pull request from {}", pushed.branch);
-                self.report(&current, "opening_pr", &message, None).await?;
-                match finish::open_pull_request(
-                    self.env,
-                    checkout,
-                    &pushed.branch,
-                    &run.title,
-                    &summary,
-                    &run.id,
-                    &page,
-                )
-                .await
-                {
-                    Ok(url) => outcome.pull_request_url = Some(url),
-                    Err(error) => {
-                        let message =
-                            format!("failed while opening the pull request: {}", error.message);
-                        self.fail(&current, RunErrorCode::PrFailed, message).await?;
-                        return Ok(Next::Now);
+                // A run stopped over its budget keeps its work on the branch, without a pull
+                // request for what was not finished.
+                if stop.is_none() {
+                    let message = format!("opening a pull request from {}", pushed.branch);
+                    self.report(&current, "opening_pr", &message, None).await?;
+                    match finish::open_pull_request(
+                        self.env,
+                        checkout,
+                        &pushed.branch,
+                        &run.title,
+                        &summary,
+                        &run.id,
+                        &page,
+                    )
+                    .await
+                    {
+                        Ok(url) => outcome.pull_request_url = Some(url),
+                        Err(error) => {
+                            let message =
+                                format!("failed while opening the pull request: {}", error.message);
+                            self.fail(&current, RunErrorCode::PrFailed, message).await?;
+                            return Ok(Next::Now);
+                        }
                     }
                 }
                 outcome.branch = Some(pushed.branch);
@@ -118,7 +129,17 @@ impl Driver<'_> {
                 }
             }
         }
-        self.transition(&current.run_id, RunStatus::Completed, None, Some(outcome))
+        let (status, error) = match stop {
+            Some(message) => (
+                RunStatus::Failed,
+                Some(RunError {
+                    code: RunErrorCode::BudgetExceeded,
+                    message,
+                }),
+            ),
+            None => (RunStatus::Completed, None),
+        };
+        self.transition(&current.run_id, status, error, Some(outcome))
             .await?;
         store::clear_current(&self.sql)?;
         Ok(Next::Now)

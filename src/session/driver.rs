@@ -144,6 +144,7 @@ impl Driver<'_> {
             idle_unsettled_since: None,
             sandbox_born: None,
             worker: None,
+            stop: None,
         };
         self.save(&current)?;
         Ok(Next::Now)
@@ -190,6 +191,15 @@ impl Driver<'_> {
 
     async fn advance(&self, mut current: Current, run: &RunRecord) -> Result<Next> {
         current.failures = 0;
+        // A worker's script has no model calls for the proxy to refuse: its time budget is
+        // held here.
+        if current.phase == Phase::Executing {
+            if let Some(over) = run.over_budget(now_ms()) {
+                self.fail(&current, RunErrorCode::BudgetExceeded, over.message())
+                    .await?;
+                return Ok(Next::Now);
+            }
+        }
         if let Some(worker) = &run.worker {
             return self.advance_worker(current, run, &worker.spec).await;
         }
@@ -240,7 +250,7 @@ impl Driver<'_> {
                 self.progress(&current, "the agent is working").await?;
                 Ok(Next::After(config::poll_interval_ms(self.env)))
             }
-            Phase::Working => self.follow(current).await,
+            Phase::Working => self.follow(current, run).await,
             Phase::Finishing => self.finish(current, run).await,
             Phase::Staging | Phase::Executing | Phase::AwaitingApproval | Phase::Collecting => {
                 Err(Error::internal("a coding run has no worker phases"))

@@ -7,13 +7,13 @@ use super::policy::{self, Look, Turn};
 use super::store::{Current, Phase};
 use crate::config;
 use crate::error::{Error, Result};
-use crate::runs::RunErrorCode;
+use crate::runs::{RunErrorCode, RunRecord};
 use crate::sandbox::api::Info;
 use crate::time::now_ms;
 
 impl Driver<'_> {
     /// One look at the working agent.
-    pub(super) async fn follow(&self, mut current: Current) -> Result<Next> {
+    pub(super) async fn follow(&self, mut current: Current, run: &RunRecord) -> Result<Next> {
         let agent = self.agent(&current)?;
         let session = current.agent_session.clone().unwrap_or_default();
         if now_ms() > current.deadline {
@@ -44,6 +44,19 @@ impl Driver<'_> {
             let _ = agent.abort(&session).await;
             self.fail(&current, super::worker_run::OVER_LIMIT, message)
                 .await?;
+            return Ok(Next::Now);
+        }
+        if let Some(message) = over_budget(run, &current) {
+            let _ = agent.abort(&session).await;
+            if current.worker.is_some() {
+                self.fail(&current, RunErrorCode::BudgetExceeded, message)
+                    .await?;
+                return Ok(Next::Now);
+            }
+            // The work so far is pushed before the run ends (`finish`).
+            current.stop = Some(message);
+            current.phase = Phase::Finishing;
+            self.save(&current)?;
             return Ok(Next::Now);
         }
         self.progress(
@@ -101,4 +114,13 @@ impl Driver<'_> {
             .await?;
         Ok(Next::Now)
     }
+}
+
+/// Whether the run is over its budget, counting the agent's usage as just read.
+fn over_budget(run: &RunRecord, current: &Current) -> Option<String> {
+    let mut seen = run.clone();
+    if let Some(progress) = seen.progress.as_mut() {
+        progress.detail = Some(current.detail.clone());
+    }
+    seen.over_budget(now_ms()).map(|e| e.message())
 }

@@ -148,6 +148,10 @@ pub struct Current {
     /// Set for a worker run: where its script (or agent) stands.
     #[serde(default)]
     pub worker: Option<WorkerState>,
+    /// Why the agent was stopped before it finished (the run went over its budget): the run
+    /// ends failed with this message once its work is pushed.
+    #[serde(default)]
+    pub stop: Option<String>,
 }
 
 /// The driven worker run's own state.

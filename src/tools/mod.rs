@@ -4,6 +4,7 @@
 //! once for both `tools/list` and `tools/call`.
 
 mod params;
+mod run_controls;
 mod runs;
 mod sandbox;
 mod sandbox_files;
@@ -200,7 +201,7 @@ pub fn run_result(ctx: &Ctx<'_>, run: crate::runs::RunRecord) -> CallToolResult 
     if run.worker.is_some() {
         let id = run.id.clone();
         let now = crate::time::now_ms();
-        if let Some(mut output) = worker_views::run_view(run.clone()) {
+        if let Some(mut output) = worker_views::run_view(run.clone(), now) {
             output.web_ui_url = crate::links::run_page_url(ctx.env, &ctx.base_url, &id, now);
             for file in &mut output.outputs {
                 file.download_url =

@@ -48,6 +48,22 @@ pub struct RunTaskParams {
     /// the run the first call started instead of starting another.
     #[schemars(length(min = 1, max = 200))]
     pub idempotency_key: Option<String>,
+    /// Stop the run once its model use costs this many dollars (as OpenCode prices the
+    /// model). The run then ends failed with error.code budget_exceeded, its work so far pushed
+    /// to its branch. Default: the deployment's.
+    pub max_cost_usd: Option<f64>,
+    /// Stop the run once its model calls used this many tokens (everything the provider
+    /// counts: input, cached input, output). Default: the deployment's.
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<u64>,
+    /// Stop the run this many seconds after it started. Default: the deployment's.
+    #[schemars(range(min = 1))]
+    pub max_duration_seconds: Option<u64>,
+    /// HTTPS URL to POST the run's result to when it ends, signed with the deployment's
+    /// callback secret (header handoff-signature) and retried until it answers 2xx; the
+    /// delivery's attempts show in the result. Private and loopback addresses are refused.
+    #[schemars(length(min = 1, max = 2000))]
+    pub callback_url: Option<String>,
 }
 
 /// Get a run's status, live progress and, once it has ended, its result: summary, pull request
@@ -174,6 +190,8 @@ impl RunTaskParams {
             idempotency_key: self.idempotency_key,
             origin: None,
             worker: None,
+            budget: None,
+            callback_url: None,
         })
     }
 }
@@ -295,6 +313,10 @@ mod tests {
             model: None,
             title: None,
             idempotency_key: None,
+            max_cost_usd: None,
+            max_tokens: None,
+            max_duration_seconds: None,
+            callback_url: None,
         }
     }
 

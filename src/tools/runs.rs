@@ -4,6 +4,7 @@ use super::params::{
     check_id, check_limit, CancelRunParams, GetResultParams, ListRunsParams, ListSessionsParams,
     RunTaskParams,
 };
+use super::run_controls::Controls;
 use super::views::{CancelRunOutput, ListRunsOutput, ListSessionsOutput, RunTaskOutput, RunView};
 use super::{Ctx, ToolHandler};
 use crate::config;
@@ -41,8 +42,16 @@ impl ToolHandler for RunTask {
             .open_world(true)
     }
 
-    async fn run(ctx: &Ctx<'_>, params: RunTaskParams) -> Result<RunTaskOutput> {
+    async fn run(ctx: &Ctx<'_>, mut params: RunTaskParams) -> Result<RunTaskOutput> {
+        let controls = Controls::check(
+            ctx.env,
+            params.max_cost_usd,
+            params.max_tokens,
+            params.max_duration_seconds,
+            params.callback_url.take(),
+        )?;
         let mut spec = params.validate(&config::forge_git_url(ctx.env))?;
+        controls.apply(&mut spec);
         spec.origin = Some(ctx.base_url.clone());
         // The run records the model it will use, so results never show `null` for the default.
         if spec.model.is_none() {
@@ -269,7 +278,7 @@ pub(super) async fn fetch_run(ctx: &Ctx<'_>, run_id: &str) -> Result<RunRecord> 
 /// A run as the tools show it, with a fresh link to its page.
 pub(super) fn view(ctx: &Ctx<'_>, run: RunRecord) -> RunView {
     let url = links::run_page_url(ctx.env, &ctx.base_url, &run.id, now_ms());
-    RunView::new(run, url)
+    RunView::at(run, url, now_ms())
 }
 
 pub(super) fn read_only() -> ToolAnnotations {

@@ -110,6 +110,21 @@ pub struct WorkersRunParams {
     /// first run instead of starting another.
     #[schemars(length(min = 1, max = 200))]
     pub idempotency_key: Option<String>,
+    /// Stop the run once its model use costs this many dollars (as OpenCode prices the
+    /// model). The run then ends failed with error.code budget_exceeded. Default: the deployment's.
+    pub max_cost_usd: Option<f64>,
+    /// Stop the run once its model calls used this many tokens (everything the provider
+    /// counts: input, cached input, output). Default: the deployment's.
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<u64>,
+    /// Stop the run this many seconds after it started. Default: the deployment's.
+    #[schemars(range(min = 1))]
+    pub max_duration_seconds: Option<u64>,
+    /// HTTPS URL to POST the run's result to when it ends, signed with the deployment's
+    /// callback secret (header handoff-signature) and retried until it answers 2xx; the
+    /// delivery's attempts show in the result. Private and loopback addresses are refused.
+    #[schemars(length(min = 1, max = 2000))]
+    pub callback_url: Option<String>,
 }
 
 /// List worker runs newest first, of one worker or all, optionally by status.

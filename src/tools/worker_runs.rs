@@ -3,6 +3,7 @@
 //! and the approval gate (pending approvals, approve, reject).
 
 use super::params::{check_id, check_idempotency_key, check_limit};
+use super::run_controls::Controls;
 use super::runs::{decode_cursor, encode_cursor};
 use super::sandbox::annotations;
 use super::worker_params::*;
@@ -60,8 +61,8 @@ pub async fn view(ctx: &Ctx<'_>, run: RunRecord, with_logs: bool) -> Result<Work
         .as_ref()
         .and_then(|w| w.outcome.as_ref())
         .is_some_and(|o| o.logs_stored);
-    let mut view =
-        run_view(run).ok_or_else(|| Error::invalid(format!("{id} {NOT_A_WORKER_RUN}")))?;
+    let mut view = run_view(run, now_ms())
+        .ok_or_else(|| Error::invalid(format!("{id} {NOT_A_WORKER_RUN}")))?;
     view.web_ui_url = links::run_page_url(ctx.env, &ctx.base_url, &id, now);
     for output in &mut view.outputs {
         output.download_url = links::output_url(ctx.env, &ctx.base_url, &id, &output.path, now);
@@ -88,9 +89,10 @@ async fn start(
     ctx: &Ctx<'_>,
     op: PrepareRun,
     idempotency_key: Option<String>,
+    controls: Controls,
 ) -> Result<StartedOutput> {
     let prepared = registry(ctx).await?.call(op).await?;
-    let spec = crate::runs::RunSpec::for_worker(
+    let mut spec = crate::runs::RunSpec::for_worker(
         prepared.spec,
         &prepared.manifest.title,
         prepared.manifest.model.clone().or_else(|| {
@@ -100,6 +102,7 @@ async fn start(
         idempotency_key,
         Some(ctx.base_url.clone()),
     );
+    controls.apply(&mut spec);
     let created = ctx
         .ledger
         .call(CreateRun {
@@ -139,6 +142,13 @@ impl ToolHandler for Run {
         if let Some(key) = &p.idempotency_key {
             check_idempotency_key(key)?;
         }
+        let controls = Controls::check(
+            ctx.env,
+            p.max_cost_usd,
+            p.max_tokens,
+            p.max_duration_seconds,
+            p.callback_url,
+        )?;
         let mut files = Vec::new();
         for (name, file) in p.files.unwrap_or_default() {
             files.push(upload(ctx, name, file).await?);
@@ -153,7 +163,7 @@ impl ToolHandler for Run {
             hook_id: None,
             webhook_key: None,
         };
-        start(ctx, op, p.idempotency_key).await
+        start(ctx, op, p.idempotency_key, controls).await
     }
 
     fn summary(out: &StartedOutput) -> String {
@@ -336,6 +346,11 @@ impl ToolHandler for Replay {
 
     async fn run(ctx: &Ctx<'_>, p: WorkersReplayParams) -> Result<StartedOutput> {
         let original = worker_run(ctx, &p.run_id).await?;
+        // The replay keeps the original's budget; a callback is for the run that named it.
+        let controls = Controls {
+            budget: original.budget.clone(),
+            callback_url: None,
+        };
         let spec = original
             .worker
             .map(|w| w.spec)
@@ -350,7 +365,7 @@ impl ToolHandler for Replay {
             hook_id: None,
             webhook_key: spec.webhook_key,
         };
-        start(ctx, op, None).await
+        start(ctx, op, None, controls).await
     }
 
     fn summary(out: &StartedOutput) -> String {

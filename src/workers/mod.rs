@@ -11,6 +11,7 @@ pub mod manifest;
 pub mod read;
 pub mod redact;
 pub mod result_schema;
+pub mod run_view;
 pub mod schedule;
 pub mod webhook;
 mod yaml;

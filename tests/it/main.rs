@@ -4,7 +4,9 @@
 
 mod agent_runs;
 mod auth;
+mod budgets;
 mod by_products;
+mod callbacks;
 mod conformance;
 mod daemon_api;
 mod deploy;

@@ -110,6 +110,12 @@ pub fn script(scenario: &str, step: usize) -> Reply {
             ),
             _ => Reply::Text("Posted the triage comment (outputs/comment.md), labelled bug.".into()),
         },
+        // Fixes add.sh, then keeps testing: a run with a small token budget is stopped early.
+        "over-budget" => match step {
+            0 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh"),
+            1..30 => bash("sh test.sh"),
+            _ => Reply::Text("Tested thirty times.".into()),
+        },
         "no-change" => Reply::Text("Nothing needed changing.".into()),
         "always-500" => Reply::Fail(500),
         "slow" => Reply::After(Duration::from_secs(120), Box::new(Reply::Text("too late".into()))),

@@ -109,7 +109,13 @@ pub fn shared() -> &'static RunStack {
     static STACK: OnceLock<RunStack> = OnceLock::new();
     STACK.get_or_init(|| {
         // Second-level schedules, so the worker tests see a schedule fire in seconds.
-        let stack = RunStack::start(&[("WORKER_MIN_SCHEDULE_SECONDS", "1")]);
+        // Callbacks to the tests' receivers on 127.0.0.1, retried after a second.
+        let stack = RunStack::start(&[
+            ("WORKER_MIN_SCHEDULE_SECONDS", "1"),
+            ("HANDOFF_CALLBACK_SECRET", crate::callbacks::CALLBACK_SECRET),
+            ("CALLBACK_ALLOW_PRIVATE_HOSTS", "127.0.0.1"),
+            ("CALLBACK_RETRY_SECONDS", "1"),
+        ]);
         stop_group_at_exit(&stack.worker);
         if let Some(daemon) = &stack.daemon {
             stop_daemon_at_exit(daemon);

@@ -80,7 +80,7 @@ pub fn github_signature(secret: &str, body: &[u8]) -> String {
     format!("sha256={}", hmac_hex(secret, body))
 }
 
-fn hmac_hex(secret: &str, message: &[u8]) -> String {
+pub fn hmac_hex(secret: &str, message: &[u8]) -> String {
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("key");
     mac.update(message);
     mac.finalize()

@@ -15,6 +15,7 @@ use crate::workers::WorkerRunInfo;
 use serde::Deserialize;
 use worker::{SqlStorage, SqlStorageValue as V};
 
+mod callbacks;
 mod mcp_sessions;
 mod sandboxes;
 mod sessions;
@@ -22,6 +23,7 @@ mod tasks;
 mod transitions;
 mod watchdog;
 mod worker_runs;
+pub use callbacks::*;
 pub use mcp_sessions::*;
 pub use sandboxes::*;
 pub use sessions::*;
@@ -118,6 +120,17 @@ CREATE TABLE IF NOT EXISTS tasks (
   exec TEXT
 );
 CREATE INDEX IF NOT EXISTS tasks_by_session ON tasks(mcp_session) WHERE mcp_session IS NOT NULL;
+CREATE TABLE IF NOT EXISTS callbacks (
+  delivery_id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL UNIQUE,
+  url TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempt_count INTEGER NOT NULL DEFAULT 0,
+  attempts TEXT NOT NULL DEFAULT '[]',
+  next_at INTEGER,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS callbacks_due ON callbacks(next_at) WHERE next_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS mcp_subscriptions (
   mcp_session TEXT NOT NULL,
   uri TEXT NOT NULL,
@@ -134,10 +147,11 @@ pub(super) const NO_BOUND: i64 = (1 << 53) - 1;
 
 const RUN_COLUMNS: &str = "seq, id, session_id, created_by, status, task, title, model, repository, \
     branch, created_at, started_at, completed_at, updated_at, phase, progress_message, progress_at, \
-    outcome, error_code, error_message, origin, progress_detail, worker, approval, live_log";
+    outcome, error_code, error_message, origin, progress_detail, worker, approval, live_log, \
+    budget, metered_tokens, model_calls, callback_url";
 
 /// Columns added after the first schema; added to older databases at start.
-const LATER_COLUMNS: [&str; 7] = [
+const LATER_COLUMNS: [&str; 11] = [
     "ALTER TABLE runs ADD COLUMN origin TEXT",
     "ALTER TABLE runs ADD COLUMN progress_detail TEXT",
     "ALTER TABLE tasks ADD COLUMN exec TEXT",
@@ -145,6 +159,10 @@ const LATER_COLUMNS: [&str; 7] = [
     "ALTER TABLE runs ADD COLUMN worker_name TEXT",
     "ALTER TABLE runs ADD COLUMN approval TEXT",
     "ALTER TABLE runs ADD COLUMN live_log TEXT",
+    "ALTER TABLE runs ADD COLUMN budget TEXT",
+    "ALTER TABLE runs ADD COLUMN metered_tokens INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN model_calls INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN callback_url TEXT",
 ];
 
 /// Indexes over later columns (created once they exist). Coding runs and worker runs are listed
@@ -192,6 +210,10 @@ struct RunRow {
     worker: Option<String>,
     approval: Option<String>,
     live_log: Option<String>,
+    budget: Option<String>,
+    metered_tokens: Option<i64>,
+    model_calls: Option<i64>,
+    callback_url: Option<String>,
 }
 
 impl RunRow {
@@ -257,6 +279,16 @@ impl RunRow {
             transitions: Vec::new(),
             worker,
             phases: Vec::new(),
+            budget: self
+                .budget
+                .as_deref()
+                .and_then(|json| serde_json::from_str(json).ok()),
+            metered_tokens: self.metered_tokens.unwrap_or(0).max(0) as u64,
+            model_calls: self.model_calls.unwrap_or(0).max(0) as u64,
+            callback: self.callback_url.map(|url| crate::callbacks::Callback {
+                url,
+                delivery: None,
+            }),
         };
         Ok((self.seq, record))
     }
@@ -295,6 +327,9 @@ pub fn get_run(sql: &SqlStorage, run_id: &str) -> Result<Option<RunRecord>> {
         .filter_map(|r| RunStatus::parse(&r.status).map(|status| Transition { status, at: r.at }))
         .collect();
     run.phases = phases(sql, run_id)?;
+    if let Some(callback) = &mut run.callback {
+        callback.delivery = delivery_of(sql, run_id)?;
+    }
     Ok(Some(run))
 }
 
@@ -331,8 +366,9 @@ pub fn insert_run(
 ) -> Result<()> {
     sql.exec(
         "INSERT INTO runs (id, session_id, created_by, status, task, title, model, repository, branch, \
-         idempotency_key, request_hash, created_at, updated_at, origin, worker, worker_name) \
-         VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         idempotency_key, request_hash, created_at, updated_at, origin, worker, worker_name, \
+         budget, callback_url) \
+         VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         vec![
             run_id.into(),
             session_id.into(),
@@ -353,6 +389,12 @@ pub fn insert_run(
                 .transpose()?
                 .into(),
             spec.worker.as_ref().map(|w| w.worker.clone()).into(),
+            spec.budget
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()?
+                .into(),
+            spec.callback_url.clone().into(),
         ],
     )?;
     insert_transition(sql, run_id, RunStatus::Queued, now)?;

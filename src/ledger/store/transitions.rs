@@ -74,8 +74,21 @@ pub fn transition(
     )?;
     if current != to {
         insert_transition(sql, run_id, to, now)?;
+        if to.is_terminal() {
+            open_delivery(sql, run_id, now)?;
+        }
     }
     Ok((to, true))
+}
+
+/// Adds the tokens the credential proxy counted in one model call's answer.
+pub fn record_usage(sql: &SqlStorage, run_id: &str, tokens: u64) -> Result<()> {
+    sql.exec(
+        "UPDATE runs SET metered_tokens = metered_tokens + ?, model_calls = model_calls + 1 \
+         WHERE id = ?",
+        vec![(tokens.min(i64::MAX as u64) as i64).into(), run_id.into()],
+    )?;
+    Ok(())
 }
 
 /// Records progress on an active run (ignored once the run has ended); returns its status and

@@ -33,7 +33,8 @@ pub fn undispatched_runs(sql: &SqlStorage, cutoff: i64) -> Result<Vec<(String, S
 }
 
 /// The earliest time something needs the ledger's attention: the oldest active run's last
-/// update (plus the stall timeout) and the oldest undispatched run (plus the grace period).
+/// update (plus the stall timeout), the oldest undispatched run (plus the grace period) and
+/// the next callback attempt.
 pub fn next_deadline(
     sql: &SqlStorage,
     stall_ms: i64,
@@ -47,7 +48,9 @@ pub fn next_deadline(
         "SELECT MIN(at) AS at FROM ( \
            SELECT MIN(updated_at) + ? AS at FROM runs WHERE status IN {ACTIVE} \
            UNION ALL \
-           SELECT MIN(created_at) + ? AS at FROM runs WHERE status = 'queued' AND dispatched_at IS NULL)"
+           SELECT MIN(created_at) + ? AS at FROM runs WHERE status = 'queued' AND dispatched_at IS NULL \
+           UNION ALL \
+           SELECT MIN(next_at) AS at FROM callbacks WHERE next_at IS NOT NULL)"
     );
     let row = sql
         .exec(&query, vec![stall_ms.into(), dispatch_grace_ms.into()])?

@@ -78,7 +78,7 @@ impl Driver<'_> {
                 self.progress(&current, "the agent is working").await?;
                 Ok(Next::After(crate::config::poll_interval_ms(self.env)))
             }
-            Phase::Working => self.follow(current).await,
+            Phase::Working => self.follow(current, run).await,
             Phase::Finishing => {
                 current.phase = Phase::Collecting;
                 self.save(&current)?;

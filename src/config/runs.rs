@@ -1,0 +1,95 @@
+//! Settings of runs' completion callbacks and budgets (documented in `.dev.vars.example` with
+//! the rest).
+
+use super::{get, MIN_SIGNING_KEY_LEN};
+use crate::budget::Budget;
+use worker::Env;
+
+/// Secret: the key completion callbacks are signed with (32+ characters); receivers check the
+/// `handoff-signature` header with it.
+pub const CALLBACK_SECRET: &str = "HANDOFF_CALLBACK_SECRET";
+/// Var: hosts callbacks may reach although they are loopback or private (comma-separated, exact
+/// host names or IP addresses; plain http is allowed for them). For local testing only.
+pub const CALLBACK_ALLOW_PRIVATE_HOSTS: &str = "CALLBACK_ALLOW_PRIVATE_HOSTS";
+/// Var: the wait before the second attempt of a callback, in seconds, doubled after each
+/// further failure up to an hour (default 10).
+pub const CALLBACK_RETRY_SECONDS: &str = "CALLBACK_RETRY_SECONDS";
+/// Var: how long a callback is retried after the run ended, in seconds (default 24 hours).
+pub const CALLBACK_RETRY_WINDOW_SECONDS: &str = "CALLBACK_RETRY_WINDOW_SECONDS";
+/// Var: the budget in dollars of a run that sets no `maxCostUsd` (default: none).
+pub const DEFAULT_MAX_COST_USD: &str = "RUN_DEFAULT_MAX_COST_USD";
+/// Var: the token budget of a run that sets no `maxTokens` (default: none).
+pub const DEFAULT_MAX_TOKENS: &str = "RUN_DEFAULT_MAX_TOKENS";
+/// Var: the time budget in seconds of a run that sets no `maxDurationSeconds` (default: none;
+/// `RUN_MAX_DURATION_SECONDS` still bounds every run).
+pub const DEFAULT_MAX_DURATION_SECONDS: &str = "RUN_DEFAULT_MAX_DURATION_SECONDS";
+
+pub const DEFAULT_CALLBACK_RETRY_SECS: u64 = 10;
+pub const DEFAULT_CALLBACK_WINDOW_SECS: u64 = 24 * 3600;
+
+pub fn callback_secret(env: &Env) -> Option<Vec<u8>> {
+    get(env, CALLBACK_SECRET)
+        .filter(|k| k.len() >= MIN_SIGNING_KEY_LEN)
+        .map(String::into_bytes)
+}
+
+pub fn callback_allowed_hosts(env: &Env) -> Vec<String> {
+    get(env, CALLBACK_ALLOW_PRIVATE_HOSTS)
+        .unwrap_or_default()
+        .split(',')
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
+        .collect()
+}
+
+fn seconds(env: &Env, name: &str, default: u64) -> i64 {
+    get(env, name)
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&s| s >= 1)
+        .unwrap_or(default) as i64
+        * 1000
+}
+
+pub fn callback_retry_ms(env: &Env) -> i64 {
+    seconds(env, CALLBACK_RETRY_SECONDS, DEFAULT_CALLBACK_RETRY_SECS)
+}
+
+pub fn callback_window_ms(env: &Env) -> i64 {
+    seconds(
+        env,
+        CALLBACK_RETRY_WINDOW_SECONDS,
+        DEFAULT_CALLBACK_WINDOW_SECS,
+    )
+}
+
+/// The deployment's default budget (each limit optional).
+pub fn default_budget(env: &Env) -> Budget {
+    let positive = |name: &str| {
+        get(env, name)
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&v| v > 0)
+    };
+    Budget {
+        max_cost_usd: get(env, DEFAULT_MAX_COST_USD)
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v > 0.0),
+        max_tokens: positive(DEFAULT_MAX_TOKENS),
+        max_duration_seconds: positive(DEFAULT_MAX_DURATION_SECONDS),
+    }
+}
+
+/// What `/health` says about callbacks.
+pub fn warnings(env: &Env) -> Vec<String> {
+    let mut out = Vec::new();
+    if callback_secret(env).is_none() {
+        out.push(format!(
+            "{CALLBACK_SECRET} is not set (or shorter than {MIN_SIGNING_KEY_LEN} characters): runs cannot take a callbackUrl"
+        ));
+    }
+    if !callback_allowed_hosts(env).is_empty() {
+        out.push(format!(
+            "{CALLBACK_ALLOW_PRIVATE_HOSTS} is set: callbacks may reach the hosts it lists although they are private (local testing only)"
+        ));
+    }
+    out
+}
