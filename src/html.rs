@@ -1,23 +1,13 @@
-//! HTML pages shared by the run page and the OAuth consent pages: one document shell that works
-//! on a phone, and the headers every page gets (no caching, no framing, no scripts). Pages are
+//! HTML pages shared by the run pages and the OAuth consent pages: one document shell that works
+//! on a phone, and the headers every page gets (no caching, no framing, scripts only by nonce). Pages are
 //! written with `maud`, which escapes every spliced value, so no page builds markup from strings.
 
 use crate::error::Result;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use worker::Response;
 
-const STYLE: &str = "\
-body{font-family:system-ui,sans-serif;margin:1rem auto;padding:0 1rem;max-width:48rem;line-height:1.4}\
-th{text-align:left;vertical-align:top;padding-right:1rem;white-space:nowrap}\
-td{white-space:pre-wrap;word-break:break-word}\
-pre{white-space:pre-wrap;background:#f4f4f4;padding:.5rem}\
-.box{border:1px solid #ccc;border-radius:.5rem;padding:1rem;margin:1rem 0}\
-.error{color:#a00;font-weight:600}\
-.muted{color:#555;font-size:.9rem}\
-input[type=password]{width:100%;box-sizing:border-box;font-size:1rem;padding:.6rem;margin:.3rem 0 1rem}\
-button,.button{font-size:1rem;padding:.7rem 1.2rem;margin:.2rem .4rem .2rem 0;border-radius:.4rem;\
-border:1px solid #888;background:#fff;color:#000;text-decoration:none;display:inline-block}\
-button.primary{background:#1a56db;border-color:#1a56db;color:#fff}";
+/// Phone first, light and dark (the system's choice), contrast above 4.5:1 for text.
+const STYLE: &str = include_str!("html.css");
 
 /// A whole HTML document: `extra_head` goes into `<head>`, `body` under the title.
 pub fn document(title: &str, extra_head: Markup, body: Markup) -> String {
@@ -32,8 +22,8 @@ pub fn document(title: &str, extra_head: Markup, body: Markup) -> String {
                 style { (PreEscaped(STYLE)) }
             }
             body {
-                h1 { (title) }
-                (body)
+                header { h1 { (title) } }
+                main { (body) }
             }
         }
     }
@@ -46,17 +36,32 @@ pub fn message(title: &str, text: &str) -> String {
 }
 
 /// An HTML response with the headers every page gets: never cached, never framed (clickjacking),
-/// no referrer, no scripts and no outside resources.
+/// no referrer to other origins, no scripts and no outside resources.
 pub fn respond(status: u16, document: &str) -> Result<Response> {
+    with_policy(status, document, "'none'")
+}
+
+/// As `respond`, but running the inline scripts that carry `nonce` (and nothing else), which
+/// may read this origin's event streams.
+pub fn respond_with_script(status: u16, document: &str, nonce: &str) -> Result<Response> {
+    with_policy(status, document, &format!("'nonce-{nonce}'"))
+}
+
+fn with_policy(status: u16, document: &str, scripts: &str) -> Result<Response> {
     let mut response = Response::from_html(document)?.with_status(status);
     let headers = response.headers_mut();
     headers.set("cache-control", "no-store")?;
     headers.set("x-frame-options", "DENY")?;
     headers.set("x-content-type-options", "nosniff")?;
-    headers.set("referrer-policy", "no-referrer")?;
+    // Not `no-referrer`: with it, browsers send `Origin: null` on the pages' own form posts,
+    // which the same-origin checks must then refuse. Other origins still get no referrer.
+    headers.set("referrer-policy", "same-origin")?;
     headers.set(
         "content-security-policy",
-        "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
+        &format!(
+            "default-src 'none'; style-src 'unsafe-inline'; script-src {scripts}; \
+             connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        ),
     )?;
     Ok(response)
 }

@@ -8,6 +8,7 @@ mod budget;
 mod callbacks;
 mod config;
 mod cookies;
+mod diff;
 mod error;
 mod forge;
 mod hooks;
@@ -18,12 +19,12 @@ mod jwt;
 mod ledger;
 mod links;
 mod mac;
+mod markdown;
 mod mcp;
 mod names;
 mod oauth;
 mod outputs;
 mod page;
-mod page_worker;
 mod preview;
 mod principal;
 mod proxy;
@@ -39,6 +40,7 @@ mod session;
 mod time;
 mod tokens;
 mod tools;
+mod transcript;
 mod workers;
 
 pub use authstore::AuthStoreObject;
@@ -61,8 +63,10 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         (Method::Get | Method::Head, "/health") => http::health(&env),
         (_, "/mcp") => mcp::handle(req, &env).await,
         (_, p) if oauth::is_oauth_path(p) => oauth::handle(req, &env).await,
-        (Method::Get, p) if p.starts_with("/runs/") => page::handle(req, &env).await,
-        (Method::Post, p) if p.starts_with("/runs/") => page_worker::decide(req, &env).await,
+        (Method::Get, p) if p.starts_with("/runs/") || p.starts_with("/sessions/") => {
+            page::get(req, &env).await
+        }
+        (Method::Post, p) if p.starts_with("/runs/") => page::post(req, &env).await,
         (Method::Get, p) if p.starts_with("/outputs/") => outputs::handle(req, &env).await,
         (_, p) if p.starts_with("/hooks/") => hooks::handle(req, &env).await,
         (_, p) if p.starts_with("/preview/") => Ok(preview::moved()),

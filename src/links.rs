@@ -36,13 +36,34 @@ fn verify(env: &Env, token: &str, audience: &str) -> Result<LinkClaims> {
 
 /// The run page URL for `run_id` under `base_url`, or `None` when no signing key is configured.
 pub fn run_page_url(env: &Env, base_url: &str, run_id: &str, now_ms: i64) -> Option<String> {
+    page_url(env, base_url, "runs", run_id, RUN_PAGE_AUDIENCE, now_ms)
+}
+
+/// A signed link to `/<kind>/<id>` (as long-lived as run page links).
+fn page_url(
+    env: &Env,
+    base_url: &str,
+    kind: &str,
+    id: &str,
+    audience: &str,
+    now_ms: i64,
+) -> Option<String> {
     let claims = LinkClaims {
-        sub: run_id.to_string(),
-        aud: RUN_PAGE_AUDIENCE.to_string(),
+        sub: id.to_string(),
+        aud: audience.to_string(),
         exp: now_ms / 1000 + RUN_PAGE_TTL_SECS,
     };
     let token = sign(env, &claims)?;
-    Some(format!("{base_url}/runs/{run_id}?token={token}"))
+    Some(format!("{base_url}/{kind}/{id}?token={token}"))
+}
+
+/// Checks that `token` is a live page token of `audience` for `id`.
+fn verify_page_token(env: &Env, id: &str, token: &str, audience: &str) -> Result<()> {
+    let claims = verify(env, token, audience)?;
+    if claims.sub != id {
+        return Err(Error::not_found("this link is not for this page"));
+    }
+    Ok(())
 }
 
 /// The run page URL without a token (for places others read, such as pull requests): it
@@ -53,11 +74,31 @@ pub fn run_page_plain_url(base_url: &str, run_id: &str) -> String {
 
 /// Checks that `token` is a live run-page token for `run_id`.
 pub fn verify_run_page_token(env: &Env, run_id: &str, token: &str) -> Result<()> {
-    let claims = verify(env, token, RUN_PAGE_AUDIENCE)?;
-    if claims.sub != run_id {
-        return Err(Error::not_found("this link is not for this run"));
-    }
-    Ok(())
+    verify_page_token(env, run_id, token, RUN_PAGE_AUDIENCE)
+}
+
+const SESSION_PAGE_AUDIENCE: &str = "handoff:session-page";
+
+/// A signed link to a work session's page, or `None` without a signing key.
+pub fn session_page_url(
+    env: &Env,
+    base_url: &str,
+    session_id: &str,
+    now_ms: i64,
+) -> Option<String> {
+    page_url(
+        env,
+        base_url,
+        "sessions",
+        session_id,
+        SESSION_PAGE_AUDIENCE,
+        now_ms,
+    )
+}
+
+/// Checks that `token` is a live session-page token for `session_id`.
+pub fn verify_session_page_token(env: &Env, session_id: &str, token: &str) -> Result<()> {
+    verify_page_token(env, session_id, token, SESSION_PAGE_AUDIENCE)
 }
 
 /// How long a worker output's download link stays valid.

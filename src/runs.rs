@@ -196,6 +196,9 @@ pub struct Step {
     pub title: String,
     /// pending, running, completed or error.
     pub status: String,
+    /// How long it took, once it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
 }
 
 /// The live detail of a working run: steps so far, the current tool, tokens and cost.
@@ -269,6 +272,23 @@ pub struct RunSpec {
     /// Where to POST the result when the run ends (checked by `callbacks::check_url`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback_url: Option<String>,
+}
+
+/// A title from a task: its first non-empty line without control characters, cut to `max`
+/// characters (with an ellipsis).
+pub fn title_from(task: &str, max: usize) -> String {
+    let line = task
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let clean: String = line.chars().filter(|c| !c.is_control()).collect();
+    if clean.chars().count() <= max {
+        clean
+    } else {
+        let cut: String = clean.chars().take(max.saturating_sub(1)).collect();
+        format!("{}…", cut.trim_end())
+    }
 }
 
 impl RunSpec {

@@ -268,15 +268,11 @@ pub fn steps_of(message: &Value) -> Vec<Step> {
     for part in message["parts"].as_array().into_iter().flatten() {
         if part["type"] == "tool" {
             let state = &part["state"];
-            let title = state["title"]
-                .as_str()
-                .map(str::to_string)
-                .or_else(|| state["input"]["command"].as_str().map(str::to_string))
-                .or_else(|| state["input"]["filePath"].as_str().map(str::to_string))
-                .unwrap_or_default();
+            let title = crate::transcript::step_title(state);
             steps.push(Step {
                 tool: part["tool"].as_str().unwrap_or("tool").to_string(),
                 title: truncate(&title, 200),
+                duration_ms: crate::transcript::duration_ms(state),
                 status: state["status"].as_str().unwrap_or("pending").to_string(),
             });
         }

@@ -292,6 +292,7 @@ mod tests {
             tool: "bash".into(),
             title: "pytest".into(),
             status: "completed".into(),
+            duration_ms: None,
         });
         assert_eq!(
             working_message(&Activity::Busy, &detail),

@@ -198,18 +198,7 @@ impl RunTaskParams {
 
 /// The task's first non-empty line, cut to the title limit.
 fn default_title(task: &str) -> String {
-    let line = task
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    let clean: String = line.chars().filter(|c| !c.is_control()).collect();
-    if clean.chars().count() <= TITLE_MAX_CHARS {
-        clean
-    } else {
-        let cut: String = clean.chars().take(TITLE_MAX_CHARS - 1).collect();
-        format!("{}…", cut.trim_end())
-    }
+    crate::runs::title_from(task, TITLE_MAX_CHARS)
 }
 
 fn check_text(field: &str, value: &str, max_chars: usize) -> Result<()> {

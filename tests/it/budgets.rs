@@ -107,3 +107,29 @@ async fn the_proxy_counts_openai_compatible_answers_too() {
     assert!(budget["exceeded"].is_null(), "{budget:#}");
     assert!(budget["spent"]["seconds"].is_u64(), "{budget:#}");
 }
+
+#[tokio::test]
+async fn a_worker_run_over_its_time_budget_is_stopped() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let worker = handoff_tests::workers::name("budget");
+    let manifest = format!("schema_version: 1\nname: {worker}\nruntime: sh\nentrypoint: run.sh\n");
+    mcp.deploy(&[("worker.yml", &manifest), ("run.sh", "sleep 60\n")])
+        .await;
+    let started = std::time::Instant::now();
+    let run_id = mcp
+        .run_worker(&worker, json!({"maxDurationSeconds": 2}))
+        .await;
+    let run = mcp.worker_ended(&run_id).await;
+    assert_eq!(run["status"], "failed", "{run:#}");
+    assert_eq!(run["error"]["code"], "budget_exceeded", "{run:#}");
+    assert!(
+        run["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("maxDurationSeconds"),
+        "{run:#}"
+    );
+    assert_eq!(run["budget"]["limits"]["maxDurationSeconds"], json!(2));
+    assert!(started.elapsed() < Duration::from_secs(45), "{run:#}");
+}

@@ -17,6 +17,7 @@ mod oauth;
 mod prompts;
 mod protocol;
 mod resources;
+mod run_page;
 mod runs;
 mod sandboxes;
 mod security;

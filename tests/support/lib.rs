@@ -5,6 +5,7 @@
 
 pub mod auth_proxy;
 pub mod blackhole;
+pub mod browser;
 pub mod callbacks;
 pub mod containers;
 pub mod daemon;

@@ -116,6 +116,17 @@ pub fn script(scenario: &str, step: usize) -> Reply {
             1..30 => bash("sh test.sh"),
             _ => Reply::Text("Tested thirty times.".into()),
         },
+        // Takes a while before its first step, so a page opened meanwhile sees it arrive.
+        "page-live" => match step {
+            0 => Reply::After(Duration::from_secs(15), Box::new(bash("sh test.sh"))),
+            _ => Reply::Text("Ran the test.".into()),
+        },
+        // An answer that tries to run script on the run page.
+        "hostile-answer" => Reply::Text(
+            "Done. <script>window.__pwned = 1</script> <img src=x onerror=\"window.__pwned = 2\"> \
+             [details](javascript:window.__pwned=3) ![x](https://tracker.invalid/p.png)"
+                .into(),
+        ),
         "no-change" => Reply::Text("Nothing needed changing.".into()),
         "always-500" => Reply::Fail(500),
         "slow" => Reply::After(Duration::from_secs(120), Box::new(Reply::Text("too late".into()))),

@@ -5,6 +5,7 @@ mod containers;
 mod dev;
 mod proc;
 mod python;
+mod screenshot;
 mod setup;
 mod test;
 mod tidy;
@@ -21,6 +22,8 @@ commands:
   test     install tools, build the Worker once and run every check and test
   bench    install tools, build the Worker and print performance figures
   tidy     check the code base's structure (file sizes, SQL placement, layers, cycles)
+  screenshot URL [--out FILE] [--width W] [--height H] [--dark]
+           render a page at phone size (390 × 844) to a PNG with headless Chromium
   build    build the Worker bundle into build/ (used by wrangler.toml's [build] command)
   setup    only install the pinned tools (rustup target, cargo installs, npm packages)
 ";
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
         Some("test") => test::run(&args[1..]),
         Some("bench") => test::bench(&args[1..]),
         Some("tidy") => tidy::run(),
+        Some("screenshot") => screenshot::run(&args[1..]),
         Some("build") => setup::ensure().and_then(|tools| worker::build(&tools)),
         Some("setup") => setup::ensure().map(|_| ()),
         Some("help" | "--help" | "-h") | None => {

