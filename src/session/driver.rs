@@ -300,12 +300,18 @@ impl Driver<'_> {
         };
         if let Some(session) = &current.agent_session {
             let _ = agent.abort(session).await;
+            // Until the aborted turn is written as ended, OpenCode would resume it when it
+            // starts next — and answer the session's next run with this turn's late reply.
+            agent.settle(session, ABORT_SETTLE_MS).await;
         }
         if let Some(process) = current.agent_process {
             let _ = agent.sandbox.call(Kill { id: process }).await;
         }
     }
 }
+
+/// How long a stopped agent gets to write its aborted turn down before it is killed.
+const ABORT_SETTLE_MS: i64 = 5_000;
 
 pub(super) fn argv(args: &[&str], cwd: Option<&str>) -> ExecRequest {
     ExecRequest {

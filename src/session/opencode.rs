@@ -7,6 +7,8 @@ use crate::sandbox::api::{CallPort, PortReply, PortRequest, SandboxClient};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde_json::{json, Value};
+use std::time::Duration;
+use worker::Delay;
 
 /// The port `opencode serve` listens on inside the sandbox.
 pub const PORT: u16 = 4096;
@@ -140,6 +142,25 @@ impl Agent {
             },
             _ => Activity::Idle,
         })
+    }
+
+    /// Waits (at most `max_ms`) until `session` is idle and its latest answer is marked ended,
+    /// as it is once an abort has been written down.
+    pub async fn settle(&self, session: &str, max_ms: i64) {
+        let deadline = crate::time::now_ms() + max_ms;
+        while crate::time::now_ms() < deadline {
+            let idle = matches!(self.activity(session).await, Ok(Activity::Idle));
+            let ended = match self.messages(session, Some(1)).await {
+                Ok(messages) => messages.last().is_none_or(|m| {
+                    !m["info"]["time"]["completed"].is_null() || m["info"]["role"] != "assistant"
+                }),
+                Err(_) => return,
+            };
+            if idle && ended {
+                return;
+            }
+            Delay::from(Duration::from_millis(200)).await;
+        }
     }
 
     /// The latest `limit` messages (all when `None`), oldest first.

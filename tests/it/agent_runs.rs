@@ -736,3 +736,34 @@ async fn a_run_can_use_an_openai_compatible_model() {
         "the OpenAI-compatible API got the real key: {requests:?}"
     );
 }
+
+#[tokio::test]
+async fn a_follow_up_after_a_cancel_carries_out_its_own_instruction() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    // The first run's model call hangs; it is cancelled while the call is in flight.
+    let (first, session) = start(&mcp, json!({"task": "Wait. [scenario:slow]"})).await;
+    working(&mcp, &first).await;
+    mcp.call_ok("opencode_cancel_run", json!({"runId": first}))
+        .await;
+    // Steering: the next instruction in the same session is carried out at once, with its own
+    // answer — not the cancelled call's late reply.
+    let started = std::time::Instant::now();
+    let (second, _) = start(
+        &mcp,
+        json!({"task": "Look again. [scenario:no-change]", "sessionId": session}),
+    )
+    .await;
+    let run = finished(&mcp, &second).await;
+    assert_eq!(status(&run), "completed", "{run:#}");
+    assert_eq!(
+        run["result"]["summary"],
+        json!("Nothing needed changing."),
+        "{run:#}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the follow-up waited for the cancelled call: {:?}",
+        started.elapsed()
+    );
+}

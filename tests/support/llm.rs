@@ -272,8 +272,11 @@ fn locate(messages: &[Value]) -> (String, usize) {
     };
     let text = text_of(&messages[index]);
     let name = text
-        .split("[scenario:")
-        .nth(1)
+        // The last tag: a user message may hold two prompts (a cancelled turn's, which never
+        // got an answer, merged with the next), and the latest instruction is the one in force.
+        .rsplit("[scenario:")
+        .next()
+        .filter(|_| text.contains("[scenario:"))
         .and_then(|rest| rest.split(']').next())
         .unwrap_or("none")
         .to_string();
@@ -352,7 +355,10 @@ async fn resolve(scenario: &str, step: usize) -> Reply {
 fn record(state: &LlmState, messages: &[Value], api_key: String, model: String) -> (String, usize) {
     let (scenario, step) = locate(messages);
     let run = messages.iter().rev().map(text_of).find_map(|t| {
-        let rest = t.split("[handoff:").nth(1)?;
+        let rest = t
+            .rsplit("[handoff:")
+            .next()
+            .filter(|_| t.contains("[handoff:"))?;
         Some(rest.split(']').next()?.to_string())
     });
     if let Ok(mut log) = state.requests.lock() {
@@ -531,5 +537,11 @@ mod tests {
         ];
         assert_eq!(locate(&messages), ("followup".to_string(), 1));
         assert_eq!(locate(&messages[..1]), ("fix-add".to_string(), 0));
+        // A cancelled turn's prompt merged with the next one: the later tag is in force.
+        let merged = vec![json!({"role": "user", "content": [
+            {"type": "text", "text": "wait [scenario:slow]"},
+            {"type": "text", "text": "again [scenario:no-change]"}
+        ]})];
+        assert_eq!(locate(&merged), ("no-change".to_string(), 0));
     }
 }
