@@ -89,7 +89,7 @@ rpc::ops! {
             error: Option<RunError>,
             outcome: Option<RunOutcome>,
         } => Transitioned;
-        /// Adds a sandbox to the listing.
+        /// Adds a sandbox to the listing, or updates its name and metadata there.
         register_sandbox: RegisterSandbox { summary: SandboxSummary } => Ack;
         /// Records a sandbox's new status (deleted ones leave the listing).
         set_sandbox_status: SetSandboxStatus { id: String, status: Status } => Ack;

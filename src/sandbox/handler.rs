@@ -41,6 +41,48 @@ impl SandboxHandler for SandboxObject {
         })
     }
 
+    async fn update(&self, op: Update) -> Result<SandboxInfo> {
+        let mut record = self.record()?;
+        let mut spec = record.spec.clone();
+        for name in &op.env_unset {
+            spec.env.remove(name);
+        }
+        spec.env.extend(op.env_set);
+        if spec.env.len() > handoff_wire::rules::ENV_MAX {
+            return Err(Error::invalid(format!(
+                "the sandbox would have {} variables; at most {}",
+                spec.env.len(),
+                handoff_wire::rules::ENV_MAX
+            )));
+        }
+        if let Some(rules) = op.allow_out {
+            spec.allow_out = rules;
+        }
+        if let Some(rules) = op.deny_out {
+            spec.deny_out = rules;
+        }
+        let spec_changed = spec != record.spec;
+        record.spec = spec;
+        if let Some(idle) = op.idle_timeout_s {
+            record.idle_timeout_s = idle;
+        }
+        let relist = op.metadata.is_some();
+        if let Some(metadata) = op.metadata {
+            record.metadata = metadata;
+        }
+        store::save(&self.sql(), &record)?;
+        self.schedule_idle(&record).await?;
+        if relist {
+            self.relist(&record).await?;
+        }
+        if spec_changed && record.status == Status::Running {
+            // In force at once: rules for the next connection, variables for the next command.
+            let daemon = self.daemon(&record.id).await?;
+            self.ensure_on(&daemon).await?;
+        }
+        self.info(Info {}).await
+    }
+
     async fn exec(&self, op: Exec) -> Result<handoff_wire::ExecResult> {
         on_daemon!(self, |d| d.exec(&op.request))
     }

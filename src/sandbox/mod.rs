@@ -143,12 +143,18 @@ impl SandboxObject {
         store::save(&self.sql(), &record)?;
         self.ensured_at.set(now);
         self.schedule_idle(&record).await?;
+        self.relist(&record).await?;
+        Ok(self.describe(record, Some(state), &daemon).await)
+    }
+
+    /// Lists the sandbox in the ledger, or brings its listing (name, metadata) up to date.
+    async fn relist(&self, record: &SandboxRecord) -> Result<()> {
         Ledger::get(&self.env)?
             .call(RegisterSandbox {
                 summary: record.summary(),
             })
             .await?;
-        Ok(self.describe(record, Some(state), &daemon).await)
+        Ok(())
     }
 
     /// The sandbox as its object reports it, with the ports listening while it runs.

@@ -10,6 +10,7 @@ mod sandbox;
 mod sandbox_files;
 mod sandbox_params;
 mod sandbox_tasks;
+mod sandbox_update;
 mod sandbox_views;
 mod schema;
 mod views;
@@ -305,6 +306,7 @@ tool_set!(
     sandbox::Create,
     sandbox::List,
     sandbox::Info,
+    sandbox_update::Update,
     sandbox::Exec,
     sandbox_files::FilesRead,
     sandbox_files::FilesWrite,

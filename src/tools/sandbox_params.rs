@@ -18,7 +18,7 @@ pub const EXEC_DEFAULT_TIMEOUT_MS: u64 = 60_000;
 pub const PREVIEW_DEFAULT_SECS: u32 = 3600;
 pub const PREVIEW_MIN_SECS: u32 = 60;
 pub const PREVIEW_MAX_SECS: u32 = 7 * 24 * 3600;
-const MAX_ENV: usize = 100;
+const MAX_ENV: usize = handoff_wire::rules::ENV_MAX;
 const MAX_ENV_VALUE: usize = 32 * 1024;
 const MAX_RULES: usize = 100;
 const MAX_METADATA_BYTES: usize = 4096;
@@ -45,6 +45,29 @@ pub struct CreateParams {
     /// Destinations the sandbox may never reach (same syntax as allowOut).
     pub deny_out: Option<Vec<String>>,
     /// Free-form labels stored with the sandbox (a JSON object of at most 4 KB).
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// Change a sandbox's settings while it lives: environment variables (set, or remove with
+/// null), network rules, idle timeout and metadata. Rules take effect from the next connection,
+/// variables from the next command; what is left out stays as it is. A work session's sandbox
+/// gets its run's own rules back when its next run starts.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UpdateParams {
+    /// The sandboxId returned by sandbox_create.
+    pub sandbox_id: String,
+    /// Variables to set (a string) or remove (null); the others stay. At most 100 in all.
+    pub env: Option<BTreeMap<String, Option<String>>>,
+    /// Replaces the allow list (`host`, `*.domain`, `host:port` or `*`); an empty list allows
+    /// public destinations again.
+    pub allow_out: Option<Vec<String>>,
+    /// Replaces the deny list.
+    pub deny_out: Option<Vec<String>>,
+    /// Seconds without activity before the sandbox pauses itself: 60 to 86400.
+    #[schemars(range(min = 60, max = 86400))]
+    pub idle_timeout_seconds: Option<u32>,
+    /// Replaces the metadata (a JSON object of at most 4 KB).
     pub metadata: Option<Map<String, Value>>,
 }
 

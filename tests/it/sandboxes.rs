@@ -727,3 +727,90 @@ async fn an_idle_sandbox_pauses_itself_and_resumes_on_demand() {
         .await;
     assert!(bad.contains("idleTimeoutSeconds"), "{bad}");
 }
+
+#[tokio::test]
+async fn a_sandbox_is_updated_while_it_runs() {
+    let first_port = http_server("first-body").await;
+    let second_port = http_server("second-body").await;
+    let mcp = mcp().await;
+    let id = create(
+        &mcp,
+        json!({"env": {"KEEP": "k", "DROP": "d", "CHANGE": "1"},
+               "allowOut": [format!("127.0.0.1:{first_port}")],
+               "metadata": {"stage": "one"}}),
+    )
+    .await;
+    let fetch = format!(
+        "export NO_PROXY= no_proxy=; echo \"$KEEP.$DROP.$CHANGE.$NEW\"; \
+         curl -sS -m 5 http://127.0.0.1:{first_port}/; echo; \
+         curl -sS -m 5 http://127.0.0.1:{second_port}/; echo"
+    );
+    let before = exec(&mcp, &id, &fetch).await;
+    let out = before["stdout"].as_str().unwrap();
+    assert!(out.starts_with("k.d.1.\n"), "{before}");
+    assert!(
+        out.contains("first-body") && !out.contains("second-body"),
+        "{before}"
+    );
+
+    // Variables set and removed, the allow list swapped, the timeout and metadata changed.
+    let updated = mcp
+        .call_ok(
+            "sandbox_update",
+            json!({"sandboxId": id, "env": {"DROP": null, "CHANGE": "2", "NEW": "n"},
+                   "allowOut": [format!("127.0.0.1:{second_port}")],
+                   "idleTimeoutSeconds": 120, "metadata": {"stage": "two"}}),
+        )
+        .await;
+    assert_eq!(updated["status"], "running", "{updated:#}");
+    assert_eq!(updated["idleTimeoutSeconds"], json!(120), "{updated:#}");
+    assert_eq!(
+        updated["envNames"],
+        json!(["CHANGE", "KEEP", "NEW"]),
+        "{updated:#}"
+    );
+    assert_eq!(
+        updated["allowOut"],
+        json!([format!("127.0.0.1:{second_port}")])
+    );
+    let after = exec(&mcp, &id, &fetch).await;
+    let out = after["stdout"].as_str().unwrap();
+    assert!(out.starts_with("k..2.n\n"), "{after}");
+    assert!(
+        out.contains("second-body") && !out.contains("first-body"),
+        "{after}"
+    );
+    // The listing shows the new metadata.
+    let listed = mcp.call_ok("sandbox_list", json!({"limit": 100})).await;
+    let mine = listed["sandboxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sandboxId"] == json!(id))
+        .cloned()
+        .unwrap();
+    assert_eq!(mine["metadata"], json!({"stage": "two"}), "{mine:#}");
+
+    // Bad updates are refused, naming the field; an empty one says what it takes.
+    for (args, needle) in [
+        (json!({"sandboxId": id}), "nothing to change"),
+        (
+            json!({"sandboxId": id, "allowOut": ["http://x y"]}),
+            "allowOut",
+        ),
+        (json!({"sandboxId": id, "env": {"1BAD": "x"}}), "env"),
+        (
+            json!({"sandboxId": id, "idleTimeoutSeconds": 5}),
+            "idleTimeoutSeconds",
+        ),
+        (
+            json!({"sandboxId": "sbx_nope", "env": {"A": "b"}}),
+            "sandbox",
+        ),
+    ] {
+        let error = mcp.call_err("sandbox_update", args.clone()).await;
+        assert!(error.contains(needle), "{args}: {error}");
+    }
+    mcp.call_ok("sandbox_delete", json!({"sandboxId": id}))
+        .await;
+}

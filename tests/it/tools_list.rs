@@ -23,6 +23,7 @@ async fn tools_have_descriptions_schemas_and_annotations() {
             "sandbox_create",
             "sandbox_list",
             "sandbox_info",
+            "sandbox_update",
             "sandbox_exec",
             "sandbox_files_read",
             "sandbox_files_write",

@@ -4,6 +4,8 @@
 
 /// Longest environment variable name accepted.
 pub const ENV_NAME_MAX: usize = 128;
+/// The most environment variables a sandbox holds.
+pub const ENV_MAX: usize = 100;
 /// Longest host name in a network rule or a host alias.
 pub const HOST_MAX: usize = 253;
 

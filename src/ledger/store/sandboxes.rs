@@ -4,8 +4,10 @@ use super::*;
 
 pub fn insert_sandbox(sql: &SqlStorage, s: &SandboxSummary) -> Result<()> {
     sql.exec(
-        "INSERT OR IGNORE INTO sandboxes (id, name, created_by, created_at, status, updated_at, metadata) \
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO sandboxes (id, name, created_by, created_at, status, updated_at, metadata) \
+         VALUES (?, ?, ?, ?, ?, ?, ?) \
+         ON CONFLICT(id) DO UPDATE SET name = excluded.name, metadata = excluded.metadata, \
+         updated_at = excluded.updated_at",
         vec![
             s.id.as_str().into(),
             s.name.as_str().into(),

@@ -12,6 +12,7 @@ use handoff_wire::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use worker::{Env, Request, Response};
 
 /// The sandbox object's route for a streamed exec (everything else is one RPC route).
@@ -33,6 +34,16 @@ rpc::ops! {
             metadata: Map<String, Value>,
         } => SandboxInfo;
         info: Info {} => SandboxInfo;
+        /// Changes settings while the sandbox lives: variables set and removed, network rules
+        /// and metadata replaced, the idle timeout; what is `None` stays.
+        update: Update {
+            env_set: BTreeMap<String, String>,
+            env_unset: Vec<String>,
+            allow_out: Option<Vec<String>>,
+            deny_out: Option<Vec<String>>,
+            idle_timeout_s: Option<i64>,
+            metadata: Option<Map<String, Value>>,
+        } => SandboxInfo;
         exec: Exec { request: ExecRequest } => ExecResult;
         /// A file's content; `max` asks for a larger cap than the daemon's default (at most
         /// `LARGE_READ_CAP`).
