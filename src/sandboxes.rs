@@ -15,6 +15,47 @@ pub enum Status {
 }
 }
 
+named_enum! {
+/// How much of the machine a sandbox may use: memory, processes and CPU, each at most what the
+/// sandbox backend allows (`large` is the backend's own limits today: 2 CPUs, 2 GiB, 1024
+/// processes by default).
+#[derive(schemars::JsonSchema)]
+pub enum Size {
+    /// Half a CPU, 512 MiB, 256 processes.
+    Small,
+    /// One CPU, 1 GiB, 512 processes.
+    Medium,
+    /// Two CPUs, 2 GiB, 1024 processes.
+    Large,
+}
+}
+
+impl Size {
+    /// The limits this size asks the backend for.
+    pub fn limits(self) -> handoff_wire::Limits {
+        const MIB: u64 = 1024 * 1024;
+        let (cpu_millis, memory, pids) = match self {
+            Size::Small => (500, 512 * MIB, 256),
+            Size::Medium => (1000, 1024 * MIB, 512),
+            Size::Large => (2000, 2048 * MIB, 1024),
+        };
+        handoff_wire::Limits {
+            memory_bytes: Some(memory),
+            pids: Some(pids),
+            cpu_millis: Some(cpu_millis),
+            disk_bytes: None,
+        }
+    }
+
+    /// The size whose limits a spec asks for, if any.
+    pub fn of(spec: &SandboxSpec) -> Option<Size> {
+        let asked = spec.limits.as_ref()?;
+        [Size::Small, Size::Medium, Size::Large]
+            .into_iter()
+            .find(|size| &size.limits() == asked)
+    }
+}
+
 /// The sandbox a work session owns: `sbx_` and the session id's random part.
 pub fn of_session(session_id: &str) -> String {
     format!(

@@ -94,6 +94,7 @@ impl ToolHandler for Create {
                 allow_out,
                 deny_out,
                 hosts: Default::default(),
+                limits: p.size.map(crate::sandboxes::Size::limits),
             },
             idle_timeout_s: i64::from(idle),
             metadata,

@@ -46,6 +46,10 @@ pub struct CreateParams {
     pub deny_out: Option<Vec<String>>,
     /// Free-form labels stored with the sandbox (a JSON object of at most 4 KB).
     pub metadata: Option<Map<String, Value>>,
+    /// How much of the machine it may use: small (half a CPU, 512 MiB, 256 processes), medium
+    /// (1 CPU, 1 GiB, 512) or large (2 CPUs, 2 GiB, 1024; the default). sandbox_info reports
+    /// what is enforced.
+    pub size: Option<crate::sandboxes::Size>,
 }
 
 /// Change a sandbox's settings while it lives: environment variables (set, or remove with

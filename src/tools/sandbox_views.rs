@@ -60,6 +60,9 @@ pub struct SandboxView {
     pub created_at: String,
     pub last_active_at: String,
     pub idle_timeout_seconds: i64,
+    /// small, medium or large, as asked at creation (absent: the backend's own limits).
+    /// `isolation.limits` says what is enforced.
+    pub size: Option<String>,
     /// The workspace directory inside the sandbox.
     pub workspace: Option<String>,
     /// Names of the sandbox's environment variables (values are not shown).
@@ -87,6 +90,7 @@ impl From<SandboxInfo> for SandboxView {
             created_at: rfc3339(r.created_at),
             last_active_at: rfc3339(r.last_active_at),
             idle_timeout_seconds: r.idle_timeout_s,
+            size: crate::sandboxes::Size::of(&r.spec).map(|s| s.as_str().to_string()),
             workspace: info.daemon.as_ref().map(|d| d.workspace.clone()),
             env_names: r.spec.env.keys().cloned().collect(),
             allow_out: r.spec.allow_out,

@@ -814,3 +814,49 @@ async fn a_sandbox_is_updated_while_it_runs() {
     mcp.call_ok("sandbox_delete", json!({"sandboxId": id}))
         .await;
 }
+
+#[tokio::test]
+async fn a_small_sandbox_gets_smaller_limits_and_they_hold() {
+    let mcp = mcp().await;
+    let small = mcp
+        .call_ok("sandbox_create", json!({"size": "small"}))
+        .await;
+    let small_id = small["sandboxId"].as_str().unwrap().to_string();
+    let large_id = create(&mcp, json!({})).await;
+    assert_eq!(small["size"], "small", "{small:#}");
+    let large = mcp
+        .call_ok("sandbox_info", json!({"sandboxId": large_id}))
+        .await;
+    assert!(large["size"].is_null(), "{large:#}");
+    // This host enforces memory, process and CPU limits; the small sandbox reports its own.
+    let host = &large["isolation"]["limits"];
+    assert!(
+        host["memoryBytes"].as_u64().unwrap() > 512 * 1024 * 1024,
+        "{large:#}"
+    );
+    let limits = &small["isolation"]["limits"];
+    assert_eq!(limits["memoryBytes"], json!(512 * 1024 * 1024), "{small:#}");
+    assert_eq!(limits["maxProcesses"], json!(256), "{small:#}");
+    assert_eq!(limits["cpuMillis"], json!(500), "{small:#}");
+    assert_eq!(limits["diskBytes"], host["diskBytes"]);
+
+    // And they hold: 700 MB fits in the default sandbox, not in the small one.
+    let grab = "python3 -c \"b = b'x' * (700 * 1024 * 1024); print('held', len(b))\"";
+    let big = exec(&mcp, &large_id, grab).await;
+    assert!(big["stdout"].as_str().unwrap().contains("held"), "{big}");
+    let cramped = exec(&mcp, &small_id, grab).await;
+    assert!(
+        !cramped["stdout"].as_str().unwrap().contains("held"),
+        "{cramped}"
+    );
+    assert_ne!(cramped["exitCode"], json!(0), "{cramped}");
+
+    let refused = mcp
+        .call_err("sandbox_create", json!({"size": "huge"}))
+        .await;
+    assert!(refused.contains("size"), "{refused}");
+    for id in [small_id, large_id] {
+        mcp.call_ok("sandbox_delete", json!({"sandboxId": id}))
+            .await;
+    }
+}

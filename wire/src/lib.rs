@@ -130,6 +130,31 @@ pub struct SandboxSpec {
     /// sandbox) and logged under the name.
     #[serde(default)]
     pub hosts: BTreeMap<String, String>,
+    /// The limits asked for this sandbox (its size): memory, processes and CPU, each at most the
+    /// daemon's own; what is left out is the daemon's. Disk is the daemon's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+}
+
+impl Limits {
+    /// What a sandbox asking for `asked` gets under these limits: an asked value lowers the
+    /// limit it names, never raises it nor adds one these limits leave open (so a report of them
+    /// claims nothing unenforced); disk unchanged.
+    pub fn capped(&self, asked: Option<&Limits>) -> Limits {
+        let Some(asked) = asked else {
+            return self.clone();
+        };
+        let cap = |asked: Option<u64>, base: Option<u64>| match (asked, base) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (_, b) => b,
+        };
+        Limits {
+            memory_bytes: cap(asked.memory_bytes, self.memory_bytes),
+            pids: cap(asked.pids, self.pids),
+            cpu_millis: cap(asked.cpu_millis, self.cpu_millis),
+            disk_bytes: self.disk_bytes,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -426,6 +451,33 @@ impl ErrorCode {
 pub struct ErrorBody {
     pub code: ErrorCode,
     pub message: String,
+}
+
+#[cfg(test)]
+mod limits_tests {
+    use super::Limits;
+
+    #[test]
+    fn a_size_lowers_limits_and_never_adds_one() {
+        let host = Limits {
+            memory_bytes: Some(2048),
+            pids: Some(1024),
+            cpu_millis: None,
+            disk_bytes: Some(10),
+        };
+        let asked = Limits {
+            memory_bytes: Some(512),
+            pids: Some(4096),
+            cpu_millis: Some(500),
+            disk_bytes: Some(1),
+        };
+        let got = host.capped(Some(&asked));
+        assert_eq!(
+            (got.memory_bytes, got.pids, got.cpu_millis, got.disk_bytes),
+            (Some(512), Some(1024), None, Some(10))
+        );
+        assert_eq!(host.capped(None), host);
+    }
 }
 
 #[cfg(test)]

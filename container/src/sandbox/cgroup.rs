@@ -55,7 +55,7 @@ impl Cgroups {
             enforced: Limits::default(),
         };
         let probe = format!("probe-{}", std::process::id());
-        let group = cgroups.create(&probe).ok()?;
+        let group = cgroups.create(&probe, None).ok()?;
         group.remove();
         cgroups.enforced = group.enforced.clone();
         (!group.dirs.is_empty()).then_some(cgroups)
@@ -77,8 +77,10 @@ impl Cgroups {
         }
     }
 
-    /// Creates the sandbox's group and writes its limits.
-    pub fn create(&self, id: &str) -> io::Result<SandboxCgroup> {
+    /// Creates the sandbox's group and writes its limits: the host's, or those `asked` for the
+    /// sandbox (its size) capped at the host's.
+    pub fn create(&self, id: &str, asked: Option<&Limits>) -> io::Result<SandboxCgroup> {
+        let wanted = self.wanted.capped(asked);
         let mut group = SandboxCgroup::default();
         for (controller, parent) in self.controllers() {
             fs::create_dir_all(&parent)?;
@@ -93,7 +95,7 @@ impl Cgroups {
             if !dir.exists() {
                 fs::create_dir(&dir)?;
             }
-            self.write_limits(controller, &dir, &mut group.enforced);
+            self.write_limits(&wanted, controller, &dir, &mut group.enforced);
             let procs = dir.join("cgroup.procs");
             if let Ok(c) = CString::new(procs.to_string_lossy().as_bytes()) {
                 group.procs.push(c);
@@ -103,8 +105,7 @@ impl Cgroups {
         Ok(group)
     }
 
-    fn write_limits(&self, controller: &str, dir: &Path, enforced: &mut Limits) {
-        let w = &self.wanted;
+    fn write_limits(&self, w: &Limits, controller: &str, dir: &Path, enforced: &mut Limits) {
         let ok = |file: &str, value: String| fs::write(dir.join(file), value).is_ok();
         match (controller, &self.layout) {
             ("memory", Layout::V1) => {

@@ -320,7 +320,7 @@ impl Registry {
         sandbox.halt().await;
         self.lock().remove(id);
         if let Some(c) = &self.cgroups {
-            if let Ok(group) = c.create(id) {
+            if let Ok(group) = c.create(id, None) {
                 group.remove();
             }
         }
@@ -351,7 +351,7 @@ impl Registry {
             stop_runtime(runtime.take()).await;
         }
         let cgroup = match &self.cgroups {
-            Some(c) => Some(c.create(&sandbox.id)?),
+            Some(c) => Some(c.create(&sandbox.id, sandbox.spec().limits.as_ref())?),
             None => None,
         };
         let (init, proxy) = match sandbox.mode {
@@ -442,7 +442,10 @@ impl Sandbox {
             },
             created_at: meta.created_at,
             workspace: self.workspace_display(),
-            isolation: self.isolation.clone(),
+            isolation: Isolation {
+                limits: self.isolation.limits.capped(meta.spec.limits.as_ref()),
+                ..self.isolation.clone()
+            },
             spec: meta.spec,
             processes: self.processes.running_count(),
         }

@@ -33,6 +33,14 @@ pub fn check_spec(spec: &SandboxSpec) -> Result<()> {
             )));
         }
     }
+    if let Some(limits) = &spec.limits {
+        let zero = [limits.memory_bytes, limits.pids, limits.cpu_millis].contains(&Some(0));
+        if zero {
+            return Err(ApiError::bad_request(
+                "sandbox limits must be above zero (leave one out for the daemon's)",
+            ));
+        }
+    }
     for (name, target) in &spec.hosts {
         if !rules::is_host_alias(name, target) {
             return Err(ApiError::bad_request(format!(
