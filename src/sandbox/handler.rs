@@ -15,15 +15,7 @@ impl SandboxHandler for SandboxObject {
         if store::load(&self.sql())?.is_some() {
             return Err(Error::conflict(format!("sandbox {} already exists", op.id)));
         }
-        self.create_record(
-            op.id,
-            op.name,
-            op.created_by,
-            op.spec,
-            op.idle_timeout_s,
-            op.metadata,
-        )
-        .await
+        self.create_record(op).await
     }
 
     async fn info(&self, _: Info) -> Result<SandboxInfo> {
@@ -81,6 +73,17 @@ impl SandboxHandler for SandboxObject {
             self.ensure_on(&daemon).await?;
         }
         self.info(Info {}).await
+    }
+
+    async fn snapshot_for(&self, op: SnapshotFor) -> Result<ForkSource> {
+        let record = self.record()?;
+        let copied = self.copy_workspace(&record, &op.target_id).await?;
+        Ok(ForkSource {
+            snapshot: copied.as_ref().map(|(key, _)| key.clone()),
+            bytes: copied.and_then(|(_, bytes)| bytes),
+            spec: record.spec,
+            idle_timeout_s: record.idle_timeout_s,
+        })
     }
 
     async fn exec(&self, op: Exec) -> Result<handoff_wire::ExecResult> {
@@ -218,14 +221,15 @@ impl SandboxHandler for SandboxObject {
                 })
             }
             _ => {
-                self.create_record(
+                self.create_record(Create {
                     id,
                     name,
                     created_by,
                     spec,
                     idle_timeout_s,
-                    serde_json::Map::new(),
-                )
+                    metadata: serde_json::Map::new(),
+                    snapshot: None,
+                })
                 .await
             }
         }

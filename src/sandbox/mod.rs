@@ -112,15 +112,16 @@ impl SandboxObject {
     }
 
     /// Creates the sandbox on the daemon, records it and lists it in the ledger.
-    async fn create_record(
-        &self,
-        id: String,
-        name: String,
-        created_by: String,
-        spec: handoff_wire::SandboxSpec,
-        idle_timeout_s: i64,
-        metadata: serde_json::Map<String, serde_json::Value>,
-    ) -> Result<SandboxInfo> {
+    async fn create_record(&self, op: api::Create) -> Result<SandboxInfo> {
+        let api::Create {
+            id,
+            name,
+            created_by,
+            spec,
+            idle_timeout_s,
+            metadata,
+            snapshot,
+        } = op;
         let now = now_ms();
         let mut record = SandboxRecord {
             id,
@@ -133,12 +134,14 @@ impl SandboxObject {
             metadata,
             last_active_at: now,
             daemon_created_at: None,
-            snapshot_key: None,
+            snapshot_at: snapshot.as_ref().map(|_| now),
+            snapshot_key: snapshot,
             snapshot_bytes: None,
-            snapshot_at: None,
         };
         let daemon = self.daemon(&record.id).await?;
         let state = daemon.put(&record.spec).await?;
+        // A fork starts from its source's workspace.
+        self.restore_snapshot(&record, &daemon).await?;
         record.daemon_created_at = Some(state.created_at);
         store::save(&self.sql(), &record)?;
         self.ensured_at.set(now);

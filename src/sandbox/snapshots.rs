@@ -1,5 +1,6 @@
 //! The sandbox's workspace snapshots in R2: storing the daemon's snapshot as the latest (the
-//! one before is deleted) and restoring the latest into a daemon that lost the files.
+//! one before is deleted), restoring the latest into a daemon that lost the files, and copying
+//! the workspace for a fork.
 
 use super::daemon::Daemon;
 use super::SandboxObject;
@@ -16,6 +17,55 @@ impl SandboxObject {
         record: &mut SandboxRecord,
         snapshot: Response,
     ) -> Result<()> {
+        let now = now_ms();
+        let key = snapshot_key(&record.id, now);
+        let size = self.store_snapshot_as(&key, snapshot).await?;
+        if let Some(old) = record.snapshot_key.replace(key) {
+            let _ = self.env.bucket(BUCKET)?.delete(old).await;
+        }
+        record.snapshot_bytes = size;
+        record.snapshot_at = Some(now);
+        Ok(())
+    }
+
+    /// Copies the workspace as it is now — a fresh snapshot while the sandbox runs, its latest
+    /// snapshot while it is paused — to R2 as sandbox `target`'s first snapshot. `None` when a
+    /// paused sandbox never had one (the fork starts empty).
+    pub(super) async fn copy_workspace(
+        &self,
+        record: &SandboxRecord,
+        target: &str,
+    ) -> Result<Option<(String, Option<i64>)>> {
+        let key = snapshot_key(target, now_ms());
+        let bucket = self.env.bucket(BUCKET)?;
+        if record.status == crate::sandboxes::Status::Running {
+            let snapshot = self.ready().await?.snapshot().await?;
+            let size = self.store_snapshot_as(&key, snapshot).await?;
+            return Ok(Some((key, size)));
+        }
+        let Some(latest) = &record.snapshot_key else {
+            return Ok(None);
+        };
+        let object = bucket
+            .get(latest.as_str())
+            .execute()
+            .await?
+            .ok_or_else(|| Error::internal(format!("snapshot {latest} is missing from R2")))?;
+        let size = object.size() as i64;
+        let body = object
+            .body()
+            .ok_or_else(|| Error::internal("snapshot has no body"))?;
+        let data = match body.response_body()? {
+            ResponseBody::Stream(stream) => Data::ReadableStream(stream),
+            ResponseBody::Body(bytes) => Data::Bytes(bytes),
+            ResponseBody::Empty => Data::Empty,
+        };
+        bucket.put(key.as_str(), data).execute().await?;
+        Ok(Some((key, Some(size))))
+    }
+
+    /// Streams a daemon snapshot to R2 under `key`; its size, when the daemon said.
+    async fn store_snapshot_as(&self, key: &str, snapshot: Response) -> Result<Option<i64>> {
         let size = snapshot
             .headers()
             .get("content-length")
@@ -25,19 +75,12 @@ impl SandboxObject {
         let ResponseBody::Stream(stream) = snapshot.body().clone() else {
             return Err(Error::internal("the daemon sent an empty snapshot"));
         };
-        let now = now_ms();
-        let key = snapshot_key(&record.id, now);
-        let bucket = self.env.bucket(BUCKET)?;
-        bucket
-            .put(key.as_str(), Data::ReadableStream(stream))
+        self.env
+            .bucket(BUCKET)?
+            .put(key, Data::ReadableStream(stream))
             .execute()
             .await?;
-        if let Some(old) = record.snapshot_key.replace(key) {
-            let _ = bucket.delete(old).await;
-        }
-        record.snapshot_bytes = size;
-        record.snapshot_at = Some(now);
-        Ok(())
+        Ok(size)
     }
 
     pub(super) async fn restore_snapshot(

@@ -307,6 +307,7 @@ tool_set!(
     sandbox::List,
     sandbox::Info,
     sandbox_update::Update,
+    sandbox_update::Fork,
     sandbox::Exec,
     sandbox_files::FilesRead,
     sandbox_files::FilesWrite,

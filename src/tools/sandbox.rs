@@ -98,6 +98,7 @@ impl ToolHandler for Create {
             },
             idle_timeout_s: i64::from(idle),
             metadata,
+            snapshot: None,
         };
         Ok(sandbox_api::client(ctx.env, &id)?.call(op).await?.into())
     }

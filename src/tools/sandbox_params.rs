@@ -52,6 +52,20 @@ pub struct CreateParams {
     pub size: Option<crate::sandboxes::Size>,
 }
 
+/// A new sandbox from another's workspace as it is now (its last snapshot if it is paused),
+/// with the same environment, network rules and idle timeout; the two go their own ways after.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ForkParams {
+    /// The sandbox to copy.
+    pub sandbox_id: String,
+    /// A name for the new sandbox (at most 100 characters).
+    #[schemars(length(max = 100))]
+    pub name: Option<String>,
+    /// Labels for the new sandbox (a JSON object of at most 4 KB); `forkedFrom` is added.
+    pub metadata: Option<Map<String, Value>>,
+}
+
 /// Change a sandbox's settings while it lives: environment variables (set, or remove with
 /// null), network rules, idle timeout and metadata. Rules take effect from the next connection,
 /// variables from the next command; what is left out stays as it is. A work session's sandbox

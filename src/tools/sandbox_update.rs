@@ -1,16 +1,19 @@
 //! `sandbox_update`: a sandbox's environment, network rules, idle timeout and metadata changed
-//! while it lives, each checked as `sandbox_create` checks it.
+//! while it lives, each checked as `sandbox_create` checks it; and `sandbox_fork`: a new sandbox
+//! from another's workspace.
 
 use super::sandbox::{annotations, not_found_hint, sandbox};
 use super::sandbox_params::*;
 use super::sandbox_views::SandboxView;
 use super::{Ctx, ToolHandler};
 use crate::error::{Error, Result};
+use crate::ids;
 use crate::sandbox::api as sandbox_api;
 use rmcp::model::ToolAnnotations;
 use std::collections::BTreeMap;
 
 pub struct Update;
+pub struct Fork;
 
 impl ToolHandler for Update {
     const NAME: &'static str = "sandbox_update";
@@ -76,5 +79,53 @@ impl ToolHandler for Update {
 
     fn summary(out: &SandboxView) -> String {
         format!("Sandbox {} updated; it is {}.", out.sandbox_id, out.status)
+    }
+}
+
+impl ToolHandler for Fork {
+    const NAME: &'static str = "sandbox_fork";
+    const TITLE: &'static str = "Fork a sandbox";
+    type Params = ForkParams;
+    type Output = SandboxView;
+
+    fn annotations() -> ToolAnnotations {
+        annotations(false, false, false, true)
+    }
+
+    async fn run(ctx: &Ctx<'_>, p: ForkParams) -> Result<SandboxView> {
+        let name = p.name.unwrap_or_default();
+        check_name(&name)?;
+        let mut metadata = p.metadata.unwrap_or_default();
+        metadata.insert("forkedFrom".into(), p.sandbox_id.clone().into());
+        check_metadata(&metadata)?;
+        let source = sandbox(ctx, &p.sandbox_id).await?;
+        let id = ids::new_id(ids::SANDBOX);
+        let copied = source
+            .call(sandbox_api::SnapshotFor {
+                target_id: id.clone(),
+            })
+            .await
+            .map_err(not_found_hint)?;
+        let op = sandbox_api::Create {
+            name: if name.is_empty() { id.clone() } else { name },
+            id: id.clone(),
+            created_by: ctx.principal.id.clone(),
+            spec: copied.spec,
+            idle_timeout_s: copied.idle_timeout_s,
+            metadata,
+            snapshot: copied.snapshot,
+        };
+        Ok(sandbox_api::client(ctx.env, &id)?.call(op).await?.into())
+    }
+
+    fn summary(out: &SandboxView) -> String {
+        format!(
+            "Sandbox {} forked; it has the workspace of {}.",
+            out.sandbox_id,
+            out.metadata
+                .get("forkedFrom")
+                .and_then(|v| v.as_str())
+                .unwrap_or("its source")
+        )
     }
 }

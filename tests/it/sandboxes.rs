@@ -860,3 +860,50 @@ async fn a_small_sandbox_gets_smaller_limits_and_they_hold() {
             .await;
     }
 }
+
+#[tokio::test]
+async fn a_fork_starts_from_the_workspace_and_goes_its_own_way() {
+    let mcp = mcp().await;
+    let source = create(&mcp, json!({"env": {"ROLE": "source"}})).await;
+    exec(&mcp, &source, "mkdir -p proj && echo hello > proj/a.txt").await;
+    let fork = mcp
+        .call_ok(
+            "sandbox_fork",
+            json!({"sandboxId": source, "name": "the fork", "metadata": {"why": "try"}}),
+        )
+        .await;
+    let fork_id = fork["sandboxId"].as_str().unwrap().to_string();
+    assert_ne!(fork_id, source);
+    assert_eq!(fork["name"], "the fork");
+    assert_eq!(
+        fork["metadata"],
+        json!({"why": "try", "forkedFrom": source}),
+        "{fork:#}"
+    );
+    assert_eq!(fork["envNames"], json!(["ROLE"]));
+    let read = exec(&mcp, &fork_id, "cat proj/a.txt; echo $ROLE").await;
+    assert_eq!(read["stdout"], "hello\nsource\n", "{read}");
+    // Each goes its own way.
+    exec(&mcp, &fork_id, "echo changed > proj/a.txt").await;
+    let original = exec(&mcp, &source, "cat proj/a.txt").await;
+    assert_eq!(original["stdout"], "hello\n", "{original}");
+
+    // A paused sandbox forks from its last snapshot.
+    mcp.call_ok("sandbox_pause", json!({"sandboxId": fork_id}))
+        .await;
+    let second = mcp
+        .call_ok("sandbox_fork", json!({"sandboxId": fork_id}))
+        .await;
+    let second_id = second["sandboxId"].as_str().unwrap().to_string();
+    let again = exec(&mcp, &second_id, "cat proj/a.txt").await;
+    assert_eq!(again["stdout"], "changed\n", "{again}");
+
+    let missing = mcp
+        .call_err("sandbox_fork", json!({"sandboxId": "sbx_nope"}))
+        .await;
+    assert!(missing.contains("sandbox"), "{missing}");
+    for id in [source, fork_id, second_id] {
+        mcp.call_ok("sandbox_delete", json!({"sandboxId": id}))
+            .await;
+    }
+}

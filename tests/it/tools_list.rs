@@ -24,6 +24,7 @@ async fn tools_have_descriptions_schemas_and_annotations() {
             "sandbox_list",
             "sandbox_info",
             "sandbox_update",
+            "sandbox_fork",
             "sandbox_exec",
             "sandbox_files_read",
             "sandbox_files_write",

@@ -15,6 +15,16 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use worker::{Env, Request, Response};
 
+/// What a fork starts from: the copied workspace (none when the sandbox never had one) and the
+/// source's settings.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ForkSource {
+    pub snapshot: Option<String>,
+    pub bytes: Option<i64>,
+    pub spec: SandboxSpec,
+    pub idle_timeout_s: i64,
+}
+
 /// The sandbox object's route for a streamed exec (everything else is one RPC route).
 pub const EXEC_STREAM_PATH: &str = "/exec-stream";
 
@@ -24,7 +34,8 @@ pub const BINDING: &str = "SANDBOXES";
 rpc::ops! {
     /// A request to a sandbox object.
     pub enum SandboxRequest, answered by SandboxHandler {
-        /// Creates the sandbox (refused if it exists).
+        /// Creates the sandbox (refused if it exists), its workspace restored from `snapshot`
+        /// (an R2 key) when given.
         create: Create {
             id: String,
             name: String,
@@ -32,7 +43,11 @@ rpc::ops! {
             spec: SandboxSpec,
             idle_timeout_s: i64,
             metadata: Map<String, Value>,
+            snapshot: Option<String>,
         } => SandboxInfo;
+        /// Copies the sandbox's workspace as it is now (its latest snapshot when paused) to R2
+        /// as the first snapshot of sandbox `target_id`, for a fork.
+        snapshot_for: SnapshotFor { target_id: String } => ForkSource;
         info: Info {} => SandboxInfo;
         /// Changes settings while the sandbox lives: variables set and removed, network rules
         /// and metadata replaced, the idle timeout; what is `None` stays.
