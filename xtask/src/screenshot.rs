@@ -34,7 +34,7 @@ pub fn run(args: &[String]) -> crate::Result {
     let url = url.ok_or(
         "usage: cargo xtask screenshot URL [--out FILE] [--width W] [--height H] [--dark]",
     )?;
-    setup::ensure_debian(&[("chromium", &[CHROMIUM])])?;
+    setup::ensure_debian(&[setup::CHROMIUM])?;
     let profile = std::env::temp_dir().join(format!("handoff-screenshot-{}", std::process::id()));
     let out = std::env::current_dir()
         .map_err(|e| e.to_string())?

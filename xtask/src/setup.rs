@@ -143,7 +143,7 @@ fn ensure_npm_packages() -> Result {
 /// Debian packages the local sandbox backend (and the programs sandboxes run from the host's
 /// `/usr`) use, each with the files that show it is installed — absolute paths, because the
 /// sandboxes see `/usr`, not whatever else is first on this shell's PATH.
-const DEBIAN_PACKAGES: [(&str, &[&str]); 8] = [
+const DEBIAN_PACKAGES: [(&str, &[&str]); 7] = [
     ("bubblewrap", &["/usr/bin/bwrap"]),
     ("git", &["/usr/bin/git"]),
     ("ripgrep", &["/usr/bin/rg"]),
@@ -152,9 +152,11 @@ const DEBIAN_PACKAGES: [(&str, &[&str]); 8] = [
     ("perl", &["/usr/bin/perl"]),
     // Workers with `runtime: node` (any Node.js at /usr/bin/node will do).
     ("nodejs", &["/usr/bin/node"]),
-    // The run page tests and `cargo xtask screenshot` render pages at phone size.
-    ("chromium", &["/usr/bin/chromium"]),
 ];
+
+/// Debian's Chromium, which the run page tests and `cargo xtask screenshot` render pages with
+/// (installed by those commands only: running handoff does not need it).
+pub const CHROMIUM: (&str, &[&str]) = ("chromium", &["/usr/bin/chromium"]);
 
 fn ensure_debian_packages() -> Result {
     ensure_debian(&DEBIAN_PACKAGES)

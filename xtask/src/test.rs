@@ -9,6 +9,7 @@ use std::time::Instant;
 pub fn run(args: &[String]) -> Result {
     let started = Instant::now();
     let tools = setup::ensure()?;
+    setup::ensure_debian(&[setup::CHROMIUM])?;
     worker::build(&tools)?;
     worker::build_daemon(&tools)?;
     let cargo = || {
