@@ -67,6 +67,8 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
             page::get(req, &env).await
         }
         (Method::Post, p) if p.starts_with("/runs/") => page::post(req, &env).await,
+        (Method::Get, "/secrets") => page::secrets::get(req, &env).await,
+        (Method::Post, p) if p.starts_with("/secrets/") => page::secrets::post(req, &env).await,
         (Method::Get, p) if p.starts_with("/outputs/") => outputs::handle(req, &env).await,
         (_, p) if p.starts_with("/hooks/") => hooks::handle(req, &env).await,
         (_, p) if p.starts_with("/preview/") => Ok(preview::moved()),

@@ -14,9 +14,17 @@ use crate::ids;
 use maud::html;
 use worker::{Env, Headers, Request, Response};
 
-/// Where a sign-in may return to: a run page or its transcript, or the front page.
+/// Where a sign-in may return to: a run page or its transcript, a session's page, the secrets
+/// page, or the front page.
 pub fn safe_next(next: Option<&str>) -> String {
     let next = next.unwrap_or("/");
+    if next == "/secrets"
+        || next
+            .strip_prefix("/sessions/")
+            .is_some_and(|id| ids::is_valid(ids::SESSION, id))
+    {
+        return next.to_string();
+    }
     let run = next
         .strip_prefix("/runs/")
         .map(|rest| rest.strip_suffix("/transcript").unwrap_or(rest));

@@ -73,7 +73,7 @@ pub fn viewer(env: &Env, req: &Request, subject: Subject<'_>) -> Result<Result<V
 }
 
 /// Sends a browser without a signed link to the owner's sign-in, and back here afterwards.
-fn sign_in(path: &str) -> Result<Response> {
+pub(super) fn sign_in(path: &str) -> Result<Response> {
     let headers = worker::Headers::new();
     headers.set("location", &oauth::sign_in_url(path))?;
     headers.set("cache-control", "no-store")?;

@@ -13,6 +13,7 @@ mod diff_view;
 mod live;
 mod parts;
 mod run;
+pub mod secrets;
 mod session;
 mod worker_run;
 

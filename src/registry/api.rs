@@ -1,7 +1,7 @@
 //! What the worker registry can be asked, and its typed client (the Worker's tools and routes,
 //! the sessions that run workers).
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::rpc::{self, Ack, Page};
 use crate::workers::{
     FileSet, InputFile, Manifest, Trigger, VersionRecord, WorkerRecord, WorkerRunSpec,
@@ -65,6 +65,14 @@ rpc::ops! {
         list_secrets: ListSecrets {} => Vec<SecretInfo>;
         /// The values of a worker's declared secrets (a worker's own scope first), for its run.
         reveal_secrets: RevealSecrets { worker: String, names: Vec<String> } => Revealed;
+        /// Sets a sandbox secret, sealed at rest. Only the owner's secrets page sends this: no
+        /// tool does, so no model ever writes a secret's value.
+        set_sandbox_secret: SetSandboxSecret { name: String, value: String, principal: String } => SandboxSecretInfo;
+        delete_sandbox_secret: DeleteSandboxSecret { name: String } => Ack;
+        /// Sandbox secret names (never values).
+        list_sandbox_secrets: ListSandboxSecrets {} => Vec<SandboxSecretInfo>;
+        /// Sandbox secrets' values, for a sandbox object to hand to its egress proxy.
+        reveal_sandbox_secrets: RevealSandboxSecrets { names: Vec<String> } => Revealed;
     }
 }
 
@@ -119,6 +127,14 @@ pub struct SecretInfo {
     pub used_by: Vec<String>,
 }
 
+/// A secret sandboxes may have swapped into their requests.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxSecretInfo {
+    pub name: String,
+    pub updated_at: i64,
+    pub updated_by: String,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Revealed {
     pub values: BTreeMap<String, String>,
@@ -133,4 +149,16 @@ pub fn client(env: &Env) -> Result<RegistryClient> {
     Ok(rpc::Client::new(
         env.durable_object(BINDING)?.get_by_name(INSTANCE)?,
     ))
+}
+
+/// A sandbox secret's name: a variable name (the stand-in's), not `HANDOFF_…`.
+pub fn check_sandbox_secret_name(name: &str) -> Result<()> {
+    if !handoff_wire::rules::is_env_name(name) || name.starts_with("HANDOFF_") {
+        return Err(Error::invalid(format!(
+            "secret name {:?} must be letters, digits and '_' (an environment variable name, \
+             not HANDOFF_…)",
+            crate::error::excerpt(name)
+        )));
+    }
+    Ok(())
 }

@@ -293,7 +293,7 @@ impl RegistryHandler for Call<'_> {
                  (shorter values would be redacted all over the logs)"
             )));
         }
-        let sealed = seal::seal(&key, &sealed_name(&scope, &op.name), &op.value)?;
+        let sealed = seal::seal(&key, &store::sealed_name(&scope, &op.name), &op.value)?;
         store::put_secret(
             &self.sql,
             &SecretRow {
@@ -325,7 +325,9 @@ impl RegistryHandler for Call<'_> {
 
     async fn list_secrets(&self, _: ListSecrets) -> Result<Vec<SecretInfo>> {
         let manifests = store::current_manifests(&self.sql)?;
-        Ok(store::secrets_where(&self.sql, "", Vec::new())?
+        let clause = "WHERE scope != ?";
+        let sandbox = vec![store::SANDBOX_SCOPE.into()];
+        Ok(store::secrets_where(&self.sql, clause, sandbox)?
             .into_iter()
             .map(|row| {
                 let worker = (!row.scope.is_empty()).then(|| row.scope.clone());
@@ -370,10 +372,30 @@ impl RegistryHandler for Call<'_> {
                     settings::SECRETS_KEY
                 ))
             })?;
-            let value = seal::open(&key, &sealed_name(&row.scope, &row.name), &row.sealed)?;
+            let value = seal::open(
+                &key,
+                &store::sealed_name(&row.scope, &row.name),
+                &row.sealed,
+            )?;
             values.insert(name, value);
         }
         Ok(Revealed { values, missing })
+    }
+
+    async fn set_sandbox_secret(&self, op: SetSandboxSecret) -> Result<SandboxSecretInfo> {
+        Call::set_sandbox_secret(self, &op.name, &op.value, op.principal)
+    }
+
+    async fn delete_sandbox_secret(&self, op: DeleteSandboxSecret) -> Result<Ack> {
+        Call::delete_sandbox_secret(self, &op.name)
+    }
+
+    async fn list_sandbox_secrets(&self, _: ListSandboxSecrets) -> Result<Vec<SandboxSecretInfo>> {
+        self.sandbox_secrets()
+    }
+
+    async fn reveal_sandbox_secrets(&self, op: RevealSandboxSecrets) -> Result<Revealed> {
+        Call::reveal_sandbox_secrets(self, op.names)
     }
 }
 
@@ -456,9 +478,4 @@ fn scope_of(worker: Option<&str>) -> Result<String> {
             crate::error::excerpt(w)
         ))),
     }
-}
-
-/// What a sealed value is bound to: its scope and name.
-fn sealed_name(scope: &str, name: &str) -> String {
-    format!("{scope}/{name}")
 }

@@ -5,6 +5,7 @@
 
 pub mod api;
 mod handler;
+mod secrets;
 mod store;
 
 use crate::error::{Error, Result};

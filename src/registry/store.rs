@@ -432,3 +432,11 @@ pub fn current_manifests(sql: &SqlStorage) -> Result<Vec<Manifest>> {
     .map(|m| Ok(serde_json::from_str(&m.manifest)?))
     .collect()
 }
+
+/// What a sealed value is bound to: its scope and name.
+pub fn sealed_name(scope: &str, name: &str) -> String {
+    format!("{scope}/{name}")
+}
+
+/// The scope sandbox secrets are stored under (no worker can have this name).
+pub const SANDBOX_SCOPE: &str = "@sandbox";

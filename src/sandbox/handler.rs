@@ -75,6 +75,46 @@ impl SandboxHandler for SandboxObject {
         self.info(Info {}).await
     }
 
+    async fn secret(&self, op: Secret) -> Result<SandboxInfo> {
+        let mut record = self.record()?;
+        let secrets = &mut record.spec.secrets;
+        let count = secrets.len();
+        match op.hosts {
+            Some(hosts) => match secrets.iter_mut().find(|g| g.name == op.name) {
+                Some(grant) => grant.hosts = hosts,
+                None if count >= handoff_wire::rules::SECRETS_MAX => {
+                    return Err(Error::invalid(format!(
+                        "a sandbox holds at most {} secrets",
+                        handoff_wire::rules::SECRETS_MAX
+                    )))
+                }
+                None => secrets.push(handoff_wire::SecretGrant {
+                    stand_in: crate::ids::new_secret("handoff-stand-in-"),
+                    name: op.name,
+                    value: String::new(),
+                    hosts,
+                }),
+            },
+            None => {
+                let before = secrets.len();
+                secrets.retain(|g| g.name != op.name);
+                if secrets.len() == before {
+                    return Err(Error::not_found(format!(
+                        "secret {} is not attached to sandbox {}",
+                        op.name, record.id
+                    )));
+                }
+            }
+        }
+        store::save(&self.sql(), &record)?;
+        if record.status == Status::Running {
+            // In force at once: the proxy reads the secrets for every request.
+            let daemon = self.daemon(&record.id).await?;
+            self.ensure_on(&daemon).await?;
+        }
+        self.info(Info {}).await
+    }
+
     async fn snapshot_for(&self, op: SnapshotFor) -> Result<ForkSource> {
         let record = self.record()?;
         let copied = self.copy_workspace(&record, &op.target_id).await?;

@@ -12,6 +12,7 @@ mod store;
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ledger::api::{Ledger, RegisterSandbox, SetSandboxStatus};
+use crate::registry::api::RevealSandboxSecrets;
 use crate::rpc;
 use crate::sandboxes::{SandboxRecord, Status};
 use crate::time::{alarm_offset, now_ms};
@@ -139,7 +140,7 @@ impl SandboxObject {
             snapshot_bytes: None,
         };
         let daemon = self.daemon(&record.id).await?;
-        let state = daemon.put(&record.spec).await?;
+        let state = self.put_on(&daemon, &record).await?;
         // A fork starts from its source's workspace.
         self.restore_snapshot(&record, &daemon).await?;
         record.daemon_created_at = Some(state.created_at);
@@ -208,7 +209,7 @@ impl SandboxObject {
         let daemon = self.daemon(&record.id).await?;
         let now = now_ms();
         if record.status == Status::Paused {
-            let state = daemon.put(&record.spec).await?;
+            let state = self.put_on(&daemon, &record).await?;
             self.restore_snapshot(&record, &daemon).await?;
             record.status = Status::Running;
             record.daemon_created_at = Some(state.created_at);
@@ -231,7 +232,7 @@ impl SandboxObject {
     /// a lost directory), the last snapshot is restored into it.
     async fn ensure_on(&self, daemon: &Daemon) -> Result<SandboxRecord> {
         let mut record = self.record()?;
-        let state = daemon.put(&record.spec).await?;
+        let state = self.put_on(daemon, &record).await?;
         if record.daemon_created_at != Some(state.created_at) {
             self.restore_snapshot(&record, daemon).await?;
             record.daemon_created_at = Some(state.created_at);
@@ -239,6 +240,32 @@ impl SandboxObject {
         }
         self.ensured_at.set(now_ms());
         Ok(record)
+    }
+
+    /// Puts the sandbox's spec on the daemon, its secrets' values filled in from the registry
+    /// (a secret deleted since it was attached goes without: its stand-in stays as it is).
+    async fn put_on(
+        &self,
+        daemon: &Daemon,
+        record: &SandboxRecord,
+    ) -> Result<handoff_wire::SandboxState> {
+        let mut spec = record.spec.clone();
+        if !spec.secrets.is_empty() {
+            let names = spec.secrets.iter().map(|g| g.name.clone()).collect();
+            let revealed = match crate::registry::api::client(&self.env) {
+                Ok(registry) => registry.call(RevealSandboxSecrets { names }).await,
+                Err(e) => Err(e),
+            };
+            match revealed {
+                Ok(mut revealed) => {
+                    for grant in &mut spec.secrets {
+                        grant.value = revealed.values.remove(&grant.name).unwrap_or_default();
+                    }
+                }
+                Err(e) => console_error!("sandbox {}: its secrets: {e}", record.id),
+            }
+        }
+        daemon.put(&spec).await
     }
 
     async fn sandbox_status_changed(&self, record: &SandboxRecord) {

@@ -9,6 +9,7 @@ mod runs;
 mod sandbox;
 mod sandbox_files;
 mod sandbox_params;
+mod sandbox_secrets;
 mod sandbox_tasks;
 mod sandbox_update;
 mod sandbox_views;
@@ -318,6 +319,9 @@ tool_set!(
     sandbox::Delete,
     sandbox::PreviewUrl,
     sandbox::NetworkLog,
+    sandbox_secrets::List,
+    sandbox_secrets::Attach,
+    sandbox_secrets::Detach,
     workers::List,
     workers::Get,
     workers::Deploy,

@@ -95,6 +95,7 @@ impl ToolHandler for Create {
                 deny_out,
                 hosts: Default::default(),
                 limits: p.size.map(crate::sandboxes::Size::limits),
+                secrets: Vec::new(),
             },
             idle_timeout_s: i64::from(idle),
             metadata,

@@ -78,6 +78,18 @@ pub struct SandboxView {
     pub ports: Vec<PortView>,
     /// The last workspace snapshot (taken on pause).
     pub snapshot: Option<SnapshotView>,
+    /// Secrets attached: each a variable holding a stand-in, swapped for the value by the
+    /// egress proxy in HTTPS request headers to its hosts only.
+    pub secrets: Vec<AttachedSecretView>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachedSecretView {
+    pub name: String,
+    /// The variable that holds the stand-in (the secret's name).
+    pub env_var: String,
+    pub hosts: Vec<String>,
 }
 
 impl From<SandboxInfo> for SandboxView {
@@ -93,6 +105,16 @@ impl From<SandboxInfo> for SandboxView {
             size: crate::sandboxes::Size::of(&r.spec).map(|s| s.as_str().to_string()),
             workspace: info.daemon.as_ref().map(|d| d.workspace.clone()),
             env_names: r.spec.env.keys().cloned().collect(),
+            secrets: r
+                .spec
+                .secrets
+                .iter()
+                .map(|g| AttachedSecretView {
+                    name: g.name.clone(),
+                    env_var: g.name.clone(),
+                    hosts: g.hosts.clone(),
+                })
+                .collect(),
             allow_out: r.spec.allow_out,
             deny_out: r.spec.deny_out,
             metadata: r.metadata,

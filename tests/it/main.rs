@@ -20,6 +20,7 @@ mod resources;
 mod run_page;
 mod runs;
 mod sandboxes;
+mod secrets;
 mod security;
 mod streams;
 mod tasks;

@@ -82,6 +82,7 @@ impl Daemon {
             .args(&self.isolation)
             .args(tools_dir())
             .env("SANDBOX_DAEMON_SECRET", DAEMON_SECRET)
+            .env("HANDOFF_UPSTREAM_EXTRA_CA", crate::tls::ca().file())
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)

@@ -16,6 +16,7 @@ pub mod mcp;
 pub mod oauth;
 pub mod runs;
 pub mod stack;
+pub mod tls;
 pub mod worker;
 pub mod workers;
 

@@ -71,6 +71,29 @@ pub fn is_network_rule(rule: &str) -> bool {
     host_ok && port_ok
 }
 
+/// Longest secret value.
+pub const SECRET_VALUE_MAX: usize = 16 * 1024;
+/// The most secrets one sandbox holds.
+pub const SECRETS_MAX: usize = 20;
+/// The most hosts one secret may go to.
+pub const SECRET_HOSTS_MAX: usize = 20;
+
+/// Where a secret may go: a network rule naming a host or `*.domain` (not `*`), optional port.
+pub fn is_secret_host(rule: &str) -> bool {
+    let (host, _) = split_network_rule(rule);
+    is_network_rule(rule) && host != "*" && !host.is_empty()
+}
+
+/// A secret's value (or stand-in): something a request header can carry — printable ASCII and
+/// spaces, no line breaks — of at most `SECRET_VALUE_MAX` bytes.
+pub fn is_secret_value(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= SECRET_VALUE_MAX
+        && value
+            .bytes()
+            .all(|b| (0x20..0x7f).contains(&b) || b == b'\t')
+}
+
 /// A host alias: a lower-case host name pointing at a `host:port`.
 pub fn is_host_alias(name: &str, target: &str) -> bool {
     let name_ok = !name.is_empty()

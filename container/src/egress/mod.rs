@@ -3,12 +3,18 @@
 //! CONNECT tunnels), applies the sandbox's allow and deny lists, connects from the host, and
 //! records every destination with its verdict. This file holds the policy and the log;
 //! `proxy` serves connections, `credentials` adds the Worker's scoped credentials to the
-//! requests they are for, `upstream` connects out (TCP or TLS).
+//! requests they are for, `upstream` connects out (TCP or TLS); `swap`, `authority` and
+//! `intercept` put secrets in place of their stand-ins on HTTPS to the hosts they may go to.
 
+pub mod authority;
 mod credentials;
+mod http;
+mod intercept;
 mod proxy;
+mod swap;
 mod upstream;
 
+pub use authority::Authority;
 pub use credentials::Credentials;
 pub use proxy::spawn;
 
@@ -27,6 +33,8 @@ pub trait Served: Send + Sync + 'static {
     fn spec(&self) -> SandboxSpec;
     fn credentials(&self) -> &Credentials;
     fn log(&self) -> &Log;
+    /// The sandbox's certificate authority, when it has secrets to swap in.
+    fn authority(&self) -> Option<std::sync::Arc<Authority>>;
 }
 
 /// Entries kept in memory (and read back from disk after a restart).

@@ -4,14 +4,16 @@
 //! arrive within 10 s and stay under 64 KiB; a sandbox holds at most 256 connections.
 
 use super::credentials::Active;
+use super::http::{strip_hop_by_hop, text, Body};
+use super::intercept::{self, Destination};
 use super::Served;
-use super::{decide, split_host_port, upstream};
+use super::{decide, split_host_port, swap, upstream};
 use crate::clock::now_ms;
 use bytes::Bytes;
 use handoff_wire::{EgressEntry, Verdict};
-use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{HeaderName, HeaderValue, HOST};
+use hyper::header::{HeaderValue, HOST};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -27,19 +29,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub const MAX_CONNECTIONS: usize = 256;
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_HEAD: usize = 64 * 1024;
-
-type Body = BoxBody<Bytes, hyper::Error>;
-
-/// Request headers that belong to one hop and are never forwarded.
-const HOP_BY_HOP: [&str; 7] = [
-    "connection",
-    "keep-alive",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "upgrade",
-];
 
 /// Serves the sandbox's proxy listener until the task is aborted.
 pub fn spawn(
@@ -98,20 +87,6 @@ fn refuse_with(status: StatusCode, message: &str) -> Refusal {
         status,
         message: message.to_string(),
     }
-}
-
-fn text(status: StatusCode, message: &str) -> Response<Body> {
-    let mut response = Response::new(
-        Full::new(Bytes::from(format!("{message}\n")))
-            .map_err(|never| match never {})
-            .boxed(),
-    );
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain"),
-    );
-    response
 }
 
 /// Where a request goes once aliases and credentials are applied.
@@ -226,13 +201,31 @@ async fn proxy(
         credential.as_ref().map(|(c, _)| &**c),
     )
     .await?;
+    // A tunnel to where a secret may go is opened by the proxy, to swap the secret in.
+    let grants = if method == Method::CONNECT && route.verdict == Verdict::Allowed {
+        swap::for_destination(&sandbox.spec(), &route.host, route.port)
+    } else {
+        Vec::new()
+    };
+    let authority = match grants.is_empty() {
+        true => None,
+        false => sandbox.authority(),
+    };
+    let mut reason = route.reason.clone();
+    if authority.is_some() {
+        let names: Vec<&str> = grants.iter().map(|g| g.name.as_str()).collect();
+        reason.push_str(&format!(
+            "; HTTPS opened by the proxy for secret {}",
+            names.join(", ")
+        ));
+    }
     sandbox.log().record(EgressEntry {
         at: now_ms(),
         host: route.host.clone(),
         port: route.port,
         method: method.to_string(),
         verdict: route.verdict,
-        reason: route.reason.clone(),
+        reason,
     });
     if route.verdict == Verdict::Blocked {
         return Err(refuse_with(
@@ -250,12 +243,26 @@ async fn proxy(
         .await
         .map_err(|e| refuse_with(StatusCode::BAD_GATEWAY, &format!("{}: {e}", route.dial)))?;
     if method == Method::CONNECT {
+        let sandbox = sandbox.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            if let Ok(upgraded) = hyper::upgrade::on(req).await {
-                let mut client = TokioIo::new(upgraded);
-                let mut tcp = tcp;
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut tcp).await;
+            let Ok(upgraded) = hyper::upgrade::on(req).await else {
+                return;
+            };
+            match authority {
+                Some(authority) => {
+                    let destination = Destination {
+                        host: route.host,
+                        port: route.port,
+                        addrs: route.addrs,
+                    };
+                    intercept::serve(sandbox, authority, upgraded, destination, tcp).await;
+                }
+                None => {
+                    let mut client = TokioIo::new(upgraded);
+                    let mut tcp = tcp;
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut tcp).await;
+                }
             }
         });
         return Ok(Response::new(
@@ -283,20 +290,7 @@ fn rewrite(
     credential: Option<&(Arc<Active>, String)>,
 ) -> Result<Request<Incoming>, Refusal> {
     let (mut parts, body) = req.into_parts();
-    let named: Vec<HeaderName> = parts
-        .headers
-        .get_all(hyper::header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
-        parts.headers.remove(name);
-    }
-    for name in HOP_BY_HOP {
-        parts.headers.remove(name);
-    }
+    strip_hop_by_hop(&mut parts.headers);
     let (authority, target) = match credential {
         Some((c, path)) => {
             let default = if c.upstream.tls { 443 } else { 80 };

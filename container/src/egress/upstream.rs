@@ -1,6 +1,7 @@
 //! Connecting out of the host for a sandbox: TCP to addresses already checked against the
 //! sandbox's policy — directly, or through the CONNECT proxy `HANDOFF_UPSTREAM_PROXY` names
-//! (a local container's way to the host: the egress sidecar) — TLS (rustls, Mozilla's roots)
+//! (a local container's way to the host: the egress sidecar) — TLS (rustls, Mozilla's roots,
+//! plus those in the file `HANDOFF_UPSTREAM_EXTRA_CA` names, for local servers)
 //! where a credential's upstream is `https`, and one HTTP/1 exchange per connection.
 
 use hyper::body::Incoming;
@@ -85,9 +86,22 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
     CONFIG
         .get_or_init(|| {
-            let roots = rustls::RootCertStore {
+            let mut roots = rustls::RootCertStore {
                 roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
             };
+            // Local forges and test servers with a CA of their own (never set in production).
+            if let Ok(file) = std::env::var("HANDOFF_UPSTREAM_EXTRA_CA") {
+                use rustls::pki_types::{pem::PemObject, CertificateDer};
+                let certs = CertificateDer::pem_file_iter(&file)
+                    .map_err(|e| format!("HANDOFF_UPSTREAM_EXTRA_CA {file}: {e}"))?;
+                for cert in certs {
+                    let cert =
+                        cert.map_err(|e| format!("HANDOFF_UPSTREAM_EXTRA_CA {file}: {e}"))?;
+                    roots
+                        .add(cert)
+                        .map_err(|e| format!("HANDOFF_UPSTREAM_EXTRA_CA {file}: {e}"))?;
+                }
+            }
             rustls::ClientConfig::builder_with_provider(Arc::new(
                 rustls::crypto::ring::default_provider(),
             ))

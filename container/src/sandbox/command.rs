@@ -61,6 +61,7 @@ impl Sandbox {
         // through a link (`/home/sandbox` in a container) reads as the path the sandbox uses.
         cmd.envs(self.base_env())
             .envs(self.spec().env)
+            .envs(self.secret_env())
             .env("PWD", &cwd)
             .envs(env)
             .kill_on_drop(true);

@@ -116,6 +116,7 @@ async fn probe(
         cgroup: None,
         host_uid: uid,
         seccomp,
+        tls: None,
     };
     let result = match start_init(&spec).await {
         Ok(mut init) => {

@@ -26,6 +26,8 @@ pub struct InitSpec<'a> {
     /// The host user the whole sandbox runs as.
     pub host_uid: u32,
     pub seccomp: &'a Arc<Programs>,
+    /// A host directory shown read-only at `secrets::TLS_INSIDE` (the sandbox's CA).
+    pub tls: Option<&'a Path>,
 }
 
 impl HostIsolation {
@@ -46,6 +48,7 @@ impl HostIsolation {
             cgroup,
             host_uid,
             seccomp: &self.seccomp,
+            tls: None,
         })
     }
 }
@@ -169,6 +172,13 @@ pub async fn start_init(spec: &InitSpec<'_>) -> std::io::Result<Init> {
             "--ro-bind".to_string(),
             tools.display().to_string(),
             handoff_wire::TOOLS_DIR.to_string(),
+        ]);
+    }
+    if let Some(tls) = spec.tls {
+        args.extend([
+            "--ro-bind".to_string(),
+            tls.display().to_string(),
+            super::secrets::TLS_INSIDE.to_string(),
         ]);
     }
     args.extend([

@@ -32,11 +32,16 @@ pub fn data_dir(dir: &Path) -> PathBuf {
     }
 }
 
-/// Writes a sandbox's `sandbox.json` (readable by the daemon only).
+/// Writes a sandbox's `sandbox.json` (readable by the daemon only), without secret values.
 pub fn write_meta(dir: &Path, meta: &Meta) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let bytes = serde_json::to_vec(meta).map_err(std::io::Error::other)?;
+    // Secret values live in the daemon's memory only: the Worker sends them again.
+    let mut stored = meta.clone();
+    for grant in &mut stored.spec.secrets {
+        grant.value.clear();
+    }
+    let bytes = serde_json::to_vec(&stored).map_err(std::io::Error::other)?;
     let tmp = dir.join(".sandbox.json.tmp");
     let mut file = std::fs::OpenOptions::new()
         .write(true)

@@ -18,6 +18,7 @@ pub mod isolation;
 mod layout;
 mod reap;
 pub mod seccomp;
+mod secrets;
 mod validate;
 pub mod volume;
 
@@ -83,6 +84,8 @@ pub struct Sandbox {
     /// The host user that owns the workspace and runs the processes.
     pub uid: u32,
     seccomp: Arc<seccomp::Programs>,
+    /// Signs the certificates the egress proxy presents where it swaps secrets in.
+    authority: Mutex<Option<Arc<egress::Authority>>>,
 }
 
 struct Runtime {
@@ -243,6 +246,7 @@ impl Registry {
             gate: Arc::new(RwLock::new(())),
             isolation: self.isolation(),
             seccomp: self.host.seccomp.clone(),
+            authority: Mutex::new(None),
         })
     }
 
@@ -356,7 +360,8 @@ impl Registry {
         };
         let (init, proxy) = match sandbox.mode {
             Mode::Namespaces => {
-                let spec = self
+                let tls = egress::authority::tls_dir(&sandbox.dir)?;
+                let mut spec = self
                     .host
                     .init_spec(
                         &sandbox.home,
@@ -366,6 +371,7 @@ impl Registry {
                         sandbox.uid,
                     )
                     .ok_or_else(|| ApiError::internal("namespaces without bubblewrap"))?;
+                spec.tls = Some(&tls);
                 let init = init::start_init(&spec).await.map_err(|e| {
                     ApiError::unavailable(format!("could not start the sandbox: {e}"))
                 })?;
@@ -407,6 +413,9 @@ impl egress::Served for Sandbox {
     fn log(&self) -> &egress::Log {
         &self.egress
     }
+    fn authority(&self) -> Option<Arc<egress::Authority>> {
+        self.secret_authority()
+    }
 }
 
 impl Sandbox {
@@ -446,7 +455,10 @@ impl Sandbox {
                 limits: self.isolation.limits.capped(meta.spec.limits.as_ref()),
                 ..self.isolation.clone()
             },
-            spec: meta.spec,
+            spec: SandboxSpec {
+                secrets: meta.spec.secrets.iter().map(|g| g.redacted()).collect(),
+                ..meta.spec
+            },
             processes: self.processes.running_count(),
         }
     }

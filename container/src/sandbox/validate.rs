@@ -41,11 +41,50 @@ pub fn check_spec(spec: &SandboxSpec) -> Result<()> {
             ));
         }
     }
+    check_secrets(spec)?;
     for (name, target) in &spec.hosts {
         if !rules::is_host_alias(name, target) {
             return Err(ApiError::bad_request(format!(
                 "host alias {name:?} -> {target:?} is not valid: a lower-case host name and a host:port"
             )));
+        }
+    }
+    Ok(())
+}
+
+/// Secrets: a few, each a variable name with a long stand-in, a header-safe value (or none
+/// yet) and the hosts it may go to (never every host); names and stand-ins distinct.
+fn check_secrets(spec: &SandboxSpec) -> Result<()> {
+    let bad = |why: String| Err(ApiError::bad_request(why));
+    if spec.secrets.len() > rules::SECRETS_MAX {
+        return bad(format!(
+            "at most {} secrets per sandbox",
+            rules::SECRETS_MAX
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for g in &spec.secrets {
+        if !rules::is_env_name(&g.name) {
+            return bad(format!("secret name {:?} is not a variable name", g.name));
+        }
+        if g.stand_in.len() < 16 || !rules::is_secret_value(&g.stand_in) {
+            return bad(format!("the stand-in of secret {} is not valid", g.name));
+        }
+        if !g.value.is_empty() && !rules::is_secret_value(&g.value) {
+            return bad(format!("the value of secret {} is not header-safe", g.name));
+        }
+        if g.hosts.is_empty()
+            || g.hosts.len() > rules::SECRET_HOSTS_MAX
+            || !g.hosts.iter().all(|h| rules::is_secret_host(h))
+        {
+            return bad(format!(
+                "secret {} needs 1 to {} hosts (host or *.domain, optional :port; not *)",
+                g.name,
+                rules::SECRET_HOSTS_MAX
+            ));
+        }
+        if !seen.insert(g.name.as_str()) || !seen.insert(g.stand_in.as_str()) {
+            return bad(format!("secret {} is given twice", g.name));
         }
     }
     Ok(())

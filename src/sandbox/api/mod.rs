@@ -59,6 +59,8 @@ rpc::ops! {
             idle_timeout_s: Option<i64>,
             metadata: Option<Map<String, Value>>,
         } => SandboxInfo;
+        /// Attaches a secret (by name) for `hosts`, or changes its hosts; `None` detaches it.
+        secret: Secret { name: String, hosts: Option<Vec<String>> } => SandboxInfo;
         exec: Exec { request: ExecRequest } => ExecResult;
         /// A file's content; `max` asks for a larger cap than the daemon's default (at most
         /// `LARGE_READ_CAP`).
