@@ -37,6 +37,7 @@ mod sandbox;
 mod sandboxes;
 mod seal;
 mod session;
+mod templates;
 mod time;
 mod tokens;
 mod tools;

@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::rpc::{self, Ack, Page};
+use crate::templates::TemplateRecord;
 use crate::workers::{
     FileSet, InputFile, Manifest, Trigger, VersionRecord, WorkerRecord, WorkerRunSpec,
 };
@@ -73,6 +74,21 @@ rpc::ops! {
         list_sandbox_secrets: ListSandboxSecrets {} => Vec<SandboxSecretInfo>;
         /// Sandbox secrets' values, for a sandbox object to hand to its egress proxy.
         reveal_sandbox_secrets: RevealSandboxSecrets { names: Vec<String> } => Revealed;
+        /// Stores a new sandbox template (building or ready); a name in use is refused unless
+        /// its template failed.
+        put_template: PutTemplate { record: Box<TemplateRecord> } => TemplateRecord;
+        get_template: GetTemplate { name: String } => TemplateRecord;
+        list_templates: ListTemplates {} => Vec<TemplateRecord>;
+        /// A build's outcome: the workspace's key and size, or why it failed. Applies only
+        /// while the template is building in `build_sandbox`.
+        finish_template: FinishTemplate {
+            name: String,
+            build_sandbox: String,
+            outcome: std::result::Result<(String, Option<i64>), String>,
+        } => TemplateRecord;
+        /// Removes a template and answers what it was (its workspace and build sandbox are
+        /// the caller's to delete).
+        delete_template: DeleteTemplate { name: String } => TemplateRecord;
     }
 }
 

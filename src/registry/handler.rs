@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::ids;
 use crate::rpc::{Ack, Page};
 use crate::seal;
+use crate::templates::TemplateRecord;
 use crate::workers::inputs::{check_file, check_values};
 use crate::workers::manifest;
 use crate::workers::read::{problems_message, Rules};
@@ -397,6 +398,26 @@ impl RegistryHandler for Call<'_> {
     async fn reveal_sandbox_secrets(&self, op: RevealSandboxSecrets) -> Result<Revealed> {
         Call::reveal_sandbox_secrets(self, op.names)
     }
+
+    async fn put_template(&self, op: PutTemplate) -> Result<TemplateRecord> {
+        Call::put_template(self, *op.record)
+    }
+
+    async fn get_template(&self, op: GetTemplate) -> Result<TemplateRecord> {
+        self.template(&op.name)
+    }
+
+    async fn list_templates(&self, _: ListTemplates) -> Result<Vec<TemplateRecord>> {
+        self.templates()
+    }
+
+    async fn finish_template(&self, op: FinishTemplate) -> Result<TemplateRecord> {
+        Call::finish_template(self, &op.name, &op.build_sandbox, op.outcome)
+    }
+
+    async fn delete_template(&self, op: DeleteTemplate) -> Result<TemplateRecord> {
+        Call::delete_template(self, &op.name)
+    }
 }
 
 impl Call<'_> {
@@ -441,21 +462,6 @@ impl Call<'_> {
             owner: row.record.created_by.clone(),
             origin: row.origin.clone(),
         })
-    }
-
-    fn unset_secrets(&self, manifest: &crate::workers::Manifest) -> Result<Vec<String>> {
-        let mut missing = Vec::new();
-        for name in &manifest.secrets {
-            let rows = store::secrets_where(
-                &self.sql,
-                "WHERE name = ? AND scope IN (?, '')",
-                vec![name.as_str().into(), manifest.name.as_str().into()],
-            )?;
-            if rows.is_empty() {
-                missing.push(name.clone());
-            }
-        }
-        Ok(missing)
     }
 }
 

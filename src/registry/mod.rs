@@ -7,6 +7,7 @@ pub mod api;
 mod handler;
 mod secrets;
 mod store;
+mod templates;
 
 use crate::error::{Error, Result};
 use crate::ledger::api::{CreateRun, Ledger};
@@ -28,7 +29,10 @@ pub struct WorkerRegistry {
 
 impl DurableObject for WorkerRegistry {
     fn new(state: State, env: Env) -> Self {
-        if let Err(e) = store::create_schema(&state.storage().sql()) {
+        let sql = state.storage().sql();
+        if let Err(e) =
+            store::create_schema(&sql).and_then(|()| store::templates::create_schema(&sql))
+        {
             console_error!("registry schema: {e}");
         }
         Self { state, env }

@@ -94,4 +94,20 @@ impl Call<'_> {
         }
         Ok(Revealed { values, missing })
     }
+
+    /// The secrets a worker declares that are set neither for it nor for every worker.
+    pub(super) fn unset_secrets(&self, manifest: &crate::workers::Manifest) -> Result<Vec<String>> {
+        let mut missing = Vec::new();
+        for name in &manifest.secrets {
+            let rows = store::secrets_where(
+                &self.sql,
+                "WHERE name = ? AND scope IN (?, '')",
+                vec![name.as_str().into(), manifest.name.as_str().into()],
+            )?;
+            if rows.is_empty() {
+                missing.push(name.clone());
+            }
+        }
+        Ok(missing)
+    }
 }

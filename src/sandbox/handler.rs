@@ -117,7 +117,7 @@ impl SandboxHandler for SandboxObject {
 
     async fn snapshot_for(&self, op: SnapshotFor) -> Result<ForkSource> {
         let record = self.record()?;
-        let copied = self.copy_workspace(&record, &op.target_id).await?;
+        let copied = self.copy_workspace(&record, &op.key).await?;
         Ok(ForkSource {
             snapshot: copied.as_ref().map(|(key, _)| key.clone()),
             bytes: copied.and_then(|(_, bytes)| bytes),
@@ -269,6 +269,7 @@ impl SandboxHandler for SandboxObject {
                     idle_timeout_s,
                     metadata: serde_json::Map::new(),
                     snapshot: None,
+                    template: None,
                 })
                 .await
             }

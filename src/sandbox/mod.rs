@@ -122,8 +122,19 @@ impl SandboxObject {
             idle_timeout_s,
             metadata,
             snapshot,
+            template,
         } = op;
         let now = now_ms();
+        // A sandbox made from a template owns a copy of the template's snapshot.
+        let (snapshot, snapshot_bytes) = match (snapshot, template) {
+            (Some(key), _) => (Some(key), None),
+            (None, Some(template)) => {
+                let key = crate::artifacts::snapshot_key(&id, now);
+                let size = self.copy_object(&template, &key).await?;
+                (Some(key), Some(size))
+            }
+            (None, None) => (None, None),
+        };
         let mut record = SandboxRecord {
             id,
             name,
@@ -137,7 +148,7 @@ impl SandboxObject {
             daemon_created_at: None,
             snapshot_at: snapshot.as_ref().map(|_| now),
             snapshot_key: snapshot,
-            snapshot_bytes: None,
+            snapshot_bytes,
         };
         let daemon = self.daemon(&record.id).await?;
         let state = self.put_on(&daemon, &record).await?;

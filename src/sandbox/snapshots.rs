@@ -29,28 +29,33 @@ impl SandboxObject {
     }
 
     /// Copies the workspace as it is now — a fresh snapshot while the sandbox runs, its latest
-    /// snapshot while it is paused — to R2 as sandbox `target`'s first snapshot. `None` when a
-    /// paused sandbox never had one (the fork starts empty).
+    /// snapshot while it is paused — to R2 under `key` (a fork's first snapshot, a template).
+    /// `None` when a paused sandbox never had one (the copy starts empty).
     pub(super) async fn copy_workspace(
         &self,
         record: &SandboxRecord,
-        target: &str,
+        key: &str,
     ) -> Result<Option<(String, Option<i64>)>> {
-        let key = snapshot_key(target, now_ms());
-        let bucket = self.env.bucket(BUCKET)?;
         if record.status == crate::sandboxes::Status::Running {
             let snapshot = self.ready().await?.snapshot().await?;
-            let size = self.store_snapshot_as(&key, snapshot).await?;
-            return Ok(Some((key, size)));
+            let size = self.store_snapshot_as(key, snapshot).await?;
+            return Ok(Some((key.to_string(), size)));
         }
         let Some(latest) = &record.snapshot_key else {
             return Ok(None);
         };
+        let size = self.copy_object(latest, key).await?;
+        Ok(Some((key.to_string(), Some(size))))
+    }
+
+    /// Copies the R2 object `from` to `to`; its size.
+    pub(super) async fn copy_object(&self, from: &str, to: &str) -> Result<i64> {
+        let bucket = self.env.bucket(BUCKET)?;
         let object = bucket
-            .get(latest.as_str())
+            .get(from)
             .execute()
             .await?
-            .ok_or_else(|| Error::internal(format!("snapshot {latest} is missing from R2")))?;
+            .ok_or_else(|| Error::internal(format!("snapshot {from} is missing from R2")))?;
         let size = object.size() as i64;
         let body = object
             .body()
@@ -60,8 +65,8 @@ impl SandboxObject {
             ResponseBody::Body(bytes) => Data::Bytes(bytes),
             ResponseBody::Empty => Data::Empty,
         };
-        bucket.put(key.as_str(), data).execute().await?;
-        Ok(Some((key, Some(size))))
+        bucket.put(to, data).execute().await?;
+        Ok(size)
     }
 
     /// Streams a daemon snapshot to R2 under `key`; its size, when the daemon said.

@@ -3,6 +3,7 @@
 //! its output type (the output schema), its annotations and its handler. `tool_set!` lists them
 //! once for both `tools/list` and `tools/call`.
 
+mod access;
 mod params;
 mod run_controls;
 mod runs;
@@ -11,6 +12,7 @@ mod sandbox_files;
 mod sandbox_params;
 mod sandbox_secrets;
 mod sandbox_tasks;
+mod sandbox_templates;
 mod sandbox_update;
 mod sandbox_views;
 mod schema;
@@ -309,6 +311,9 @@ tool_set!(
     sandbox::Info,
     sandbox_update::Update,
     sandbox_update::Fork,
+    sandbox_templates::CreateTemplate,
+    sandbox_templates::ListTemplatesTool,
+    sandbox_templates::DeleteTemplateTool,
     sandbox::Exec,
     sandbox_files::FilesRead,
     sandbox_files::FilesWrite,

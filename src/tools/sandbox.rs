@@ -1,55 +1,24 @@
 //! The `sandbox_*` tools: sandboxes as direct tools (create, run commands, pause and resume,
 //! previews, network log); the file tools are in `sandbox_files.rs`.
 
+use super::access::{annotations, not_found_hint, sandbox};
 use super::params::check_limit;
 use super::runs::{decode_cursor, encode_cursor};
 use super::sandbox_params::*;
 use super::sandbox_views::*;
 use super::{Ctx, ToolHandler};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::ids;
 use crate::ledger::api::ListSandboxes;
 use crate::links;
+use crate::sandbox::api as sandbox_api;
 use crate::sandbox::api::exec_stream;
-use crate::sandbox::api::{self as sandbox_api, SandboxClient};
 use crate::sandboxes::Status;
 use crate::time::{now_ms, rfc3339};
 use handoff_wire::{ExecRequest, SandboxSpec};
 use rmcp::model::ToolAnnotations;
 
 const SANDBOXES_CURSOR: &str = "sandboxes";
-
-/// Checks the caller's MCP session and returns the client of a sandbox object.
-pub(super) async fn sandbox(ctx: &Ctx<'_>, id: &str) -> Result<SandboxClient> {
-    check_sandbox_id(id)?;
-    ctx.ledger.check_mcp_session().await?;
-    sandbox_api::client(ctx.env, id)
-}
-
-/// Adds what to do next to a "not found".
-pub(super) fn not_found_hint(e: Error) -> Error {
-    if e.kind == ErrorKind::NotFound && e.message.starts_with("sandbox") {
-        Error::not_found(format!(
-            "{}; call sandbox_list to see your sandboxes",
-            e.message
-        ))
-    } else {
-        e
-    }
-}
-
-pub(super) fn annotations(
-    read_only: bool,
-    destructive: bool,
-    idempotent: bool,
-    open_world: bool,
-) -> ToolAnnotations {
-    ToolAnnotations::new()
-        .read_only(read_only)
-        .destructive(destructive)
-        .idempotent(idempotent)
-        .open_world(open_world)
-}
 
 pub struct Create;
 pub struct List;
@@ -74,15 +43,30 @@ impl ToolHandler for Create {
     async fn run(ctx: &Ctx<'_>, p: CreateParams) -> Result<SandboxView> {
         let name = p.name.unwrap_or_default();
         check_name(&name)?;
-        let env = p.env.unwrap_or_default();
+        let template = match &p.template {
+            Some(t) => Some(super::sandbox_templates::ready(ctx, t).await?),
+            None => None,
+        };
+        let base = template
+            .as_ref()
+            .map(|t| t.spec.clone())
+            .unwrap_or_default();
+        let mut env = base.env;
+        env.extend(p.env.unwrap_or_default());
         check_env("env", &env)?;
-        let allow_out = p.allow_out.unwrap_or_default();
-        let deny_out = p.deny_out.unwrap_or_default();
+        let allow_out = p.allow_out.unwrap_or(base.allow_out);
+        let deny_out = p.deny_out.unwrap_or(base.deny_out);
         check_rules("allowOut", &allow_out)?;
         check_rules("denyOut", &deny_out)?;
-        let metadata = p.metadata.unwrap_or_default();
+        let mut metadata = p.metadata.unwrap_or_default();
+        if let Some(t) = &template {
+            metadata.insert("template".into(), t.name.clone().into());
+        }
         check_metadata(&metadata)?;
-        let idle = idle_timeout(p.idle_timeout_seconds)?;
+        let idle = match (p.idle_timeout_seconds, &template) {
+            (None, Some(t)) => t.idle_timeout_s,
+            (asked, _) => i64::from(idle_timeout(asked)?),
+        };
         ctx.ledger.check_mcp_session().await?;
         let id = ids::new_id(ids::SANDBOX);
         let op = sandbox_api::Create {
@@ -94,12 +78,13 @@ impl ToolHandler for Create {
                 allow_out,
                 deny_out,
                 hosts: Default::default(),
-                limits: p.size.map(crate::sandboxes::Size::limits),
+                limits: p.size.map(crate::sandboxes::Size::limits).or(base.limits),
                 secrets: Vec::new(),
             },
-            idle_timeout_s: i64::from(idle),
+            idle_timeout_s: idle,
             metadata,
             snapshot: None,
+            template: template.and_then(|t| t.snapshot_key),
         };
         Ok(sandbox_api::client(ctx.env, &id)?.call(op).await?.into())
     }

@@ -1,7 +1,7 @@
 //! The `sandbox_files_*` tools: read, write and list a sandbox's workspace, and download a
 //! directory of it as a ZIP.
 
-use super::sandbox::{annotations, not_found_hint, sandbox};
+use super::access::{annotations, not_found_hint, sandbox};
 use super::sandbox_params::*;
 use super::sandbox_views::*;
 use super::{Ctx, ToolHandler};

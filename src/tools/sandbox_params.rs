@@ -50,6 +50,9 @@ pub struct CreateParams {
     /// (1 CPU, 1 GiB, 512) or large (2 CPUs, 2 GiB, 1024; the default). sandbox_info reports
     /// what is enforced.
     pub size: Option<crate::sandboxes::Size>,
+    /// Start from a ready template (sandbox_template_list): its files, and its settings where
+    /// these parameters leave them out (env is merged, this call's values winning).
+    pub template: Option<String>,
 }
 
 /// A new sandbox from another's workspace as it is now (its last snapshot if it is paused),

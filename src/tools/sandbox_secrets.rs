@@ -2,9 +2,9 @@
 //! `sandbox_detach_secret`. Values are set by the owner on the secrets page — deliberately no
 //! tool takes one, since a tool's arguments are written by the model.
 
-use super::sandbox::{annotations, not_found_hint, sandbox};
+use super::access::registry;
+use super::access::{annotations, not_found_hint, sandbox};
 use super::sandbox_views::SandboxView;
-use super::workers::registry;
 use super::{Ctx, ToolHandler};
 use crate::error::{Error, Result};
 use crate::registry::api::{

@@ -2,7 +2,7 @@
 //! it outlives the request and any restart of the Worker) whose time limit the daemon keeps;
 //! the task reads the process's state and output, or kills it.
 
-use super::sandbox::{not_found_hint, sandbox};
+use super::access::{not_found_hint, sandbox};
 use super::sandbox_params::{check_exec, ExecParams};
 use super::sandbox_views::ExecOutput;
 use super::{argument_error, parse_arguments, success, CallError, Ctx, ToolHandler};

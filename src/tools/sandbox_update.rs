@@ -2,7 +2,7 @@
 //! while it lives, each checked as `sandbox_create` checks it; and `sandbox_fork`: a new sandbox
 //! from another's workspace.
 
-use super::sandbox::{annotations, not_found_hint, sandbox};
+use super::access::{annotations, not_found_hint, sandbox};
 use super::sandbox_params::*;
 use super::sandbox_views::SandboxView;
 use super::{Ctx, ToolHandler};
@@ -102,7 +102,7 @@ impl ToolHandler for Fork {
         let id = ids::new_id(ids::SANDBOX);
         let copied = source
             .call(sandbox_api::SnapshotFor {
-                target_id: id.clone(),
+                key: crate::artifacts::snapshot_key(&id, crate::time::now_ms()),
             })
             .await
             .map_err(not_found_hint)?;
@@ -114,6 +114,7 @@ impl ToolHandler for Fork {
             idle_timeout_s: copied.idle_timeout_s,
             metadata,
             snapshot: copied.snapshot,
+            template: None,
         };
         Ok(sandbox_api::client(ctx.env, &id)?.call(op).await?.into())
     }

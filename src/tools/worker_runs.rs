@@ -2,13 +2,14 @@
 //! one run in full (logs, outputs with download links, tool calls, approval), cancel, replay,
 //! and the approval gate (pending approvals, approve, reject).
 
+use super::access::annotations;
+use super::access::registry;
 use super::params::{check_id, check_idempotency_key, check_limit};
 use super::run_controls::Controls;
 use super::runs::{decode_cursor, encode_cursor};
-use super::sandbox::annotations;
 use super::worker_params::*;
 use super::worker_views::*;
-use super::workers::{check_worker, registry};
+use super::workers::check_worker;
 use super::{Ctx, ToolHandler};
 use crate::artifacts;
 use crate::error::{Error, Result};

@@ -1,16 +1,17 @@
 //! The `workers_*` tools that manage workers: list, get, deploy (inline or from a repository),
 //! versions, rollback, delete, and secrets. Runs are in `worker_runs.rs`.
 
+use super::access::annotations;
+use super::access::registry;
 use super::params::check_limit;
 use super::runs::{decode_cursor, encode_cursor};
-use super::sandbox::annotations;
 use super::worker_params::*;
 use super::worker_views::*;
 use super::{Ctx, ToolHandler};
 use crate::config;
 use crate::error::{Error, Result};
 use crate::links;
-use crate::registry::api::{self as registry, *};
+use crate::registry::api::{self as registry_api, *};
 use crate::rpc::Ack;
 use crate::time::rfc3339;
 use crate::workers::files::{check_path, FileSet, MAX_FILES, MAX_TOTAL_BYTES};
@@ -34,12 +35,6 @@ pub struct SecretDelete;
 
 const VERSIONS_CURSOR: &str = "versions";
 
-/// The registry, after the caller's MCP session is checked.
-pub(super) async fn registry(ctx: &Ctx<'_>) -> Result<RegistryClient> {
-    ctx.ledger.check_mcp_session().await?;
-    registry::client(ctx.env)
-}
-
 pub(super) fn check_worker(name: &str) -> Result<()> {
     if manifest::is_worker_name(name) {
         Ok(())
@@ -55,7 +50,7 @@ pub(super) fn check_worker(name: &str) -> Result<()> {
 fn webhook_view(
     ctx: &Ctx<'_>,
     name: &str,
-    hook: Option<&registry::Webhook>,
+    hook: Option<&registry_api::Webhook>,
 ) -> Option<WebhookView> {
     let hook = hook?;
     Some(WebhookView {
@@ -170,7 +165,7 @@ impl ToolHandler for Deploy {
             .map_err(|p| Error::invalid(problems_message(&p)))?;
         let client = registry(ctx).await?;
         let deployed = client
-            .call(registry::Deploy {
+            .call(registry_api::Deploy {
                 principal: ctx.principal.id.clone(),
                 files,
                 source,
@@ -336,7 +331,7 @@ impl ToolHandler for Rollback {
         check_worker(&p.worker)?;
         let deployed = registry(ctx)
             .await?
-            .call(registry::Rollback {
+            .call(registry_api::Rollback {
                 name: p.worker,
                 to: p.version,
                 principal: ctx.principal.id.clone(),
@@ -440,7 +435,7 @@ impl ToolHandler for SecretSet {
     async fn run(ctx: &Ctx<'_>, p: SecretSetParams) -> Result<SecretView> {
         let info = registry(ctx)
             .await?
-            .call(registry::SetSecret {
+            .call(registry_api::SetSecret {
                 name: p.name,
                 value: p.value,
                 worker: p.worker,
@@ -468,7 +463,7 @@ impl ToolHandler for SecretDelete {
     async fn run(ctx: &Ctx<'_>, p: SecretDeleteParams) -> Result<DoneOutput> {
         let _: Ack = registry(ctx)
             .await?
-            .call(registry::DeleteSecret {
+            .call(registry_api::DeleteSecret {
                 name: p.name.clone(),
                 worker: p.worker,
             })

@@ -24,6 +24,7 @@ mod secrets;
 mod security;
 mod streams;
 mod tasks;
+mod templates;
 mod tools_list;
 mod wait;
 mod worker_agent;

@@ -35,7 +35,8 @@ rpc::ops! {
     /// A request to a sandbox object.
     pub enum SandboxRequest, answered by SandboxHandler {
         /// Creates the sandbox (refused if it exists), its workspace restored from `snapshot`
-        /// (an R2 key) when given.
+        /// (an R2 key it then owns) or from a copy of `template` (an R2 key it leaves alone)
+        /// when given.
         create: Create {
             id: String,
             name: String,
@@ -44,10 +45,11 @@ rpc::ops! {
             idle_timeout_s: i64,
             metadata: Map<String, Value>,
             snapshot: Option<String>,
+            template: Option<String>,
         } => SandboxInfo;
         /// Copies the sandbox's workspace as it is now (its latest snapshot when paused) to R2
-        /// as the first snapshot of sandbox `target_id`, for a fork.
-        snapshot_for: SnapshotFor { target_id: String } => ForkSource;
+        /// under `key`, for a fork or a template.
+        snapshot_for: SnapshotFor { key: String } => ForkSource;
         info: Info {} => SandboxInfo;
         /// Changes settings while the sandbox lives: variables set and removed, network rules
         /// and metadata replaced, the idle timeout; what is `None` stays.

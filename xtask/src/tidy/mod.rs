@@ -36,6 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "run_views",
             "runs",
             "sandboxes",
+            "templates",
             "time",
             "transcript",
             "workers",

@@ -2,6 +2,8 @@
 //! numbers never repeat), their immutable versions and folders, and sealed secrets. Synchronous
 //! like every Durable Object store: calls without an `await` between them are atomic.
 
+pub mod templates;
+
 use crate::error::{Error, Result};
 use crate::workers::{FileSet, Manifest, Runtime, VersionRecord, WorkerRecord};
 use serde::Deserialize;
