@@ -83,6 +83,9 @@ pub struct SandboxRecord {
     pub snapshot_key: Option<String>,
     pub snapshot_bytes: Option<i64>,
     pub snapshot_at: Option<i64>,
+    /// When the sandbox is deleted whatever it is doing (its lifetime), if it has one.
+    #[serde(default)]
+    pub expires_at: Option<i64>,
 }
 
 impl SandboxRecord {

@@ -270,6 +270,7 @@ impl SandboxHandler for SandboxObject {
                     metadata: serde_json::Map::new(),
                     snapshot: None,
                     template: None,
+                    expires_at: None,
                 })
                 .await
             }

@@ -123,6 +123,7 @@ impl SandboxObject {
             metadata,
             snapshot,
             template,
+            expires_at,
         } = op;
         let now = now_ms();
         // A sandbox made from a template owns a copy of the template's snapshot.
@@ -149,6 +150,7 @@ impl SandboxObject {
             snapshot_at: snapshot.as_ref().map(|_| now),
             snapshot_key: snapshot,
             snapshot_bytes,
+            expires_at,
         };
         let daemon = self.daemon(&record.id).await?;
         let state = self.put_on(&daemon, &record).await?;
@@ -293,20 +295,38 @@ impl SandboxObject {
         }
     }
 
+    /// Sets the alarm for the next of: pausing when idle (while running), the end of its
+    /// lifetime.
     async fn schedule_idle(&self, record: &SandboxRecord) -> Result<()> {
-        let at = record.last_active_at + record.idle_timeout_s * 1000;
-        self.state.storage().set_alarm(alarm_offset(at)).await?;
+        let idle = (record.status == Status::Running)
+            .then(|| record.last_active_at + record.idle_timeout_s * 1000);
+        let next = match (idle, record.expires_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(at) = next {
+            self.state.storage().set_alarm(alarm_offset(at)).await?;
+        }
         Ok(())
     }
 
-    /// Pauses the sandbox once it has been idle for its timeout.
+    /// Deletes the sandbox at the end of its lifetime; pauses it once it has been idle for its
+    /// timeout.
     async fn idle_check(&self) -> Result<()> {
-        let record = match self.record() {
-            Ok(r) if r.status == Status::Running => r,
-            _ => return Ok(()),
+        let Ok(record) = self.record() else {
+            return Ok(());
         };
+        if record.expires_at.is_some_and(|at| now_ms() >= at) {
+            SandboxHandler::delete(self, api::Delete {}).await?;
+            return Ok(());
+        }
+        if record.status != Status::Running {
+            return self.schedule_idle(&record).await;
+        }
         if now_ms() - record.last_active_at >= record.idle_timeout_s * 1000 {
-            SandboxHandler::pause(self, Pause {}).await?;
+            let paused = SandboxHandler::pause(self, Pause {}).await?;
+            // What is left to wake for: the end of its lifetime.
+            self.schedule_idle(&paused.record).await?;
         } else {
             self.schedule_idle(&record).await?;
         }

@@ -38,10 +38,23 @@ struct Row {
     snapshot_key: Option<String>,
     snapshot_bytes: Option<i64>,
     snapshot_at: Option<i64>,
+    expires_at: Option<i64>,
 }
 
 pub fn create_schema(sql: &SqlStorage) -> Result<()> {
     sql.exec(SCHEMA, None)?;
+    // Added later: objects made before have the table without it.
+    let has_expiry = sql
+        .exec(
+            "SELECT name FROM pragma_table_info('sandbox') WHERE name = 'expires_at'",
+            None,
+        )?
+        .to_array::<serde_json::Value>()?
+        .len()
+        == 1;
+    if !has_expiry {
+        sql.exec("ALTER TABLE sandbox ADD COLUMN expires_at INTEGER", None)?;
+    }
     Ok(())
 }
 
@@ -69,14 +82,15 @@ pub fn load(sql: &SqlStorage) -> Result<Option<SandboxRecord>> {
         snapshot_key: row.snapshot_key,
         snapshot_bytes: row.snapshot_bytes,
         snapshot_at: row.snapshot_at,
+        expires_at: row.expires_at,
     }))
 }
 
 pub fn save(sql: &SqlStorage, r: &SandboxRecord) -> Result<()> {
     sql.exec(
         "INSERT OR REPLACE INTO sandbox (id, name, created_by, created_at, status, spec, idle_timeout_s, \
-         metadata, last_active_at, daemon_created_at, snapshot_key, snapshot_bytes, snapshot_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         metadata, last_active_at, daemon_created_at, snapshot_key, snapshot_bytes, snapshot_at, \
+         expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         vec![
             r.id.as_str().into(),
             r.name.as_str().into(),
@@ -91,6 +105,7 @@ pub fn save(sql: &SqlStorage, r: &SandboxRecord) -> Result<()> {
             r.snapshot_key.clone().into(),
             r.snapshot_bytes.into(),
             r.snapshot_at.into(),
+            r.expires_at.into(),
         ],
     )?;
     Ok(())

@@ -67,6 +67,7 @@ impl ToolHandler for Create {
             (None, Some(t)) => t.idle_timeout_s,
             (asked, _) => i64::from(idle_timeout(asked)?),
         };
+        let lifetime = p.lifetime_seconds.map(lifetime).transpose()?;
         ctx.ledger.check_mcp_session().await?;
         let id = ids::new_id(ids::SANDBOX);
         let op = sandbox_api::Create {
@@ -85,6 +86,7 @@ impl ToolHandler for Create {
             metadata,
             snapshot: None,
             template: template.and_then(|t| t.snapshot_key),
+            expires_at: lifetime.map(|s| now_ms() + i64::from(s) * 1000),
         };
         Ok(sandbox_api::client(ctx.env, &id)?.call(op).await?.into())
     }
@@ -202,7 +204,7 @@ impl ToolHandler for Exec {
 impl ToolHandler for Pause {
     const NAME: &'static str = "sandbox_pause";
     const DESCRIPTION: Option<&'static str> = Some(
-        "Pause a sandbox: its processes stop and its workspace is saved to R2. Any later command (or sandbox_resume) brings it back with its files.",
+        "Pause a sandbox: its processes stop and its workspace is saved to R2; the call returns once it is paused (a pause that fails leaves it running, never half-paused). Any later command, file operation or preview request (or sandbox_resume) brings it back with its files.",
     );
     const TITLE: &'static str = "Pause a sandbox";
     type Params = SandboxIdParams;
@@ -214,6 +216,7 @@ impl ToolHandler for Pause {
 
     async fn run(ctx: &Ctx<'_>, p: SandboxIdParams) -> Result<StatusOutput> {
         let client = sandbox(ctx, &p.sandbox_id).await?;
+        ctx.report("Saving the workspace and stopping the processes…");
         let info = client
             .call(sandbox_api::Pause {})
             .await

@@ -53,6 +53,11 @@ pub struct CreateParams {
     /// Start from a ready template (sandbox_template_list): its files, and its settings where
     /// these parameters leave them out (env is merged, this call's values winning).
     pub template: Option<String>,
+    /// Delete the sandbox (processes, files, snapshot) this many seconds after creation,
+    /// running or paused: 60 to 2592000 (30 days). Without it a sandbox lives until
+    /// sandbox_delete (it pauses when idle and keeps its workspace).
+    #[schemars(range(min = 60, max = 2_592_000))]
+    pub lifetime_seconds: Option<u32>,
 }
 
 /// A new sandbox from another's workspace as it is now (its last snapshot if it is paused),
@@ -306,6 +311,17 @@ pub fn check_metadata(metadata: &Map<String, Value>) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A lifetime in seconds, checked.
+pub fn lifetime(seconds: u32) -> Result<u32> {
+    if (60..=2_592_000).contains(&seconds) {
+        Ok(seconds)
+    } else {
+        Err(Error::invalid(
+            "`lifetimeSeconds` must be 60 to 2592000 (30 days)",
+        ))
+    }
 }
 
 pub fn idle_timeout(value: Option<u32>) -> Result<u32> {

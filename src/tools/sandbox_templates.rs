@@ -338,6 +338,8 @@ impl ToolHandler for CreateTemplate {
                         metadata,
                         snapshot: None,
                         template: None,
+                        // A build nobody collects is removed all the same.
+                        expires_at: Some(now + 2 * 3600 * 1000),
                     })
                     .await?;
                 let request = StartProcess {

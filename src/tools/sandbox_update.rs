@@ -115,6 +115,7 @@ impl ToolHandler for Fork {
             metadata,
             snapshot: copied.snapshot,
             template: None,
+            expires_at: None,
         };
         Ok(sandbox_api::client(ctx.env, &id)?.call(op).await?.into())
     }

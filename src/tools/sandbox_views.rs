@@ -81,6 +81,25 @@ pub struct SandboxView {
     /// Secrets attached: each a variable holding a stand-in, swapped for the value by the
     /// egress proxy in HTTPS request headers to its hosts only.
     pub secrets: Vec<AttachedSecretView>,
+    pub lifecycle: LifecycleView,
+}
+
+/// What pauses, resumes and ends the sandbox. Pausing (sandbox_pause, or idleTimeoutSeconds
+/// without a command, file operation or preview request) returns once the workspace is saved
+/// and every process has stopped; there is no in-between state: a pause that fails leaves the
+/// sandbox running. Any use of a paused sandbox resumes it with its workspace (processes, /tmp
+/// and connections do not survive a pause). It is deleted only by sandbox_delete or at the end
+/// of its lifetime.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LifecycleView {
+    pub idle_timeout_seconds: i64,
+    /// While running: when it pauses unless used before.
+    pub pauses_when_idle_at: Option<String>,
+    /// Any command, file operation or preview request resumes a paused sandbox.
+    pub resumes_on_use: bool,
+    /// When it is deleted whatever it is doing (absent: it lives until sandbox_delete).
+    pub expires_at: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -105,6 +124,13 @@ impl From<SandboxInfo> for SandboxView {
             size: crate::sandboxes::Size::of(&r.spec).map(|s| s.as_str().to_string()),
             workspace: info.daemon.as_ref().map(|d| d.workspace.clone()),
             env_names: r.spec.env.keys().cloned().collect(),
+            lifecycle: LifecycleView {
+                idle_timeout_seconds: r.idle_timeout_s,
+                pauses_when_idle_at: (r.status == Status::Running)
+                    .then(|| rfc3339(r.last_active_at + r.idle_timeout_s * 1000)),
+                resumes_on_use: true,
+                expires_at: r.expires_at.map(rfc3339),
+            },
             secrets: r
                 .spec
                 .secrets

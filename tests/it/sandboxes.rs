@@ -703,6 +703,59 @@ async fn a_paused_sandbox_survives_a_daemon_restart_and_losing_its_files() {
     daemon.restart();
     let restored = exec(&mcp, &id, "cat work/state.txt; ls work").await;
     assert_eq!(restored["stdout"], "keptstate.txt\n", "{restored}");
+    // A pause that cannot finish (the daemon is down) fails and leaves the sandbox running —
+    // never half-paused; once the daemon is back it works and pauses as usual.
+    daemon.stop();
+    let error = mcp
+        .call_err("sandbox_pause", json!({"sandboxId": id}))
+        .await;
+    assert!(!error.is_empty());
+    let info = mcp.call_ok("sandbox_info", json!({"sandboxId": id})).await;
+    assert_eq!(info["status"], "running", "{info:#}");
+    daemon.restart();
+    assert_eq!(
+        exec(&mcp, &id, "cat work/state.txt").await["stdout"],
+        "kept"
+    );
+    let paused = mcp.call_ok("sandbox_pause", json!({"sandboxId": id})).await;
+    assert_eq!(paused["status"], "paused", "{paused:#}");
+}
+
+#[tokio::test]
+async fn a_sandbox_lives_no_longer_than_its_lifetime_and_says_so() {
+    let mcp = mcp().await;
+    let id = create(
+        &mcp,
+        json!({"lifetimeSeconds": 60, "idleTimeoutSeconds": 600}),
+    )
+    .await;
+    let info = mcp.call_ok("sandbox_info", json!({"sandboxId": id})).await;
+    let lifecycle = &info["lifecycle"];
+    assert_eq!(lifecycle["idleTimeoutSeconds"], json!(600), "{info:#}");
+    assert_eq!(lifecycle["resumesOnUse"], json!(true));
+    assert!(lifecycle["pausesWhenIdleAt"].is_string(), "{info:#}");
+    assert!(lifecycle["expiresAt"].is_string(), "{info:#}");
+    exec(&mcp, &id, "echo alive").await;
+    // Paused before its end: it is deleted all the same.
+    mcp.call_ok("sandbox_pause", json!({"sandboxId": id})).await;
+    let paused = mcp.call_ok("sandbox_info", json!({"sandboxId": id})).await;
+    assert_eq!(paused["lifecycle"]["pausesWhenIdleAt"], Value::Null);
+    let mut gone = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let reply = mcp.call("sandbox_info", json!({"sandboxId": id})).await;
+        if reply["result"]["isError"] == json!(true) {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "still there after its lifetime");
+    let error = mcp.call_err("sandbox_info", json!({"sandboxId": id})).await;
+    assert!(error.contains("deleted"), "{error}");
+    let bad = mcp
+        .call_err("sandbox_create", json!({"lifetimeSeconds": 10}))
+        .await;
+    assert!(bad.contains("lifetimeSeconds"), "{bad}");
 }
 
 #[tokio::test]

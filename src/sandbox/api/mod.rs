@@ -46,6 +46,8 @@ rpc::ops! {
             metadata: Map<String, Value>,
             snapshot: Option<String>,
             template: Option<String>,
+            /// When it is deleted whatever it is doing (none: it lives until deleted).
+            expires_at: Option<i64>,
         } => SandboxInfo;
         /// Copies the sandbox's workspace as it is now (its latest snapshot when paused) to R2
         /// under `key`, for a fork or a template.
