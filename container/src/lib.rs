@@ -1,6 +1,6 @@
 //! handoff-sandbox: the sandbox daemon as a library — the `/v1` API (`routes`), the sandboxes
 //! (`sandbox`: registry, isolation, lifecycle) and what can be done in one (exec, processes,
-//! files, git, ports, snapshots, the egress proxy). `handoff-sandboxd` (`main.rs`) only parses
+//! files, git, ports, snapshots, the egress proxy, a desktop). `handoff-sandboxd` (`main.rs`) only parses
 //! its command line and serves `routes::router`.
 //!
 //! Invariant: it knows nothing about MCP, users or accounts — only sandboxes, identified by ids
@@ -9,6 +9,7 @@
 pub mod auth;
 mod beneath;
 mod clock;
+mod desktop;
 mod egress;
 pub mod error;
 mod exec;

@@ -238,6 +238,17 @@ impl Daemon {
             .await
     }
 
+    /// Does something on the sandbox's desktop (started on demand) and answers its screen.
+    pub async fn desktop(
+        &self,
+        action: &handoff_wire::desktop::DesktopAction,
+    ) -> Result<handoff_wire::desktop::DesktopReply> {
+        // Starting the desktop, the longest wait and the screenshot.
+        let limit = Duration::from_secs(60);
+        self.call_within(Method::Post, "/desktop", Some(action), limit)
+            .await
+    }
+
     /// Starts a command whose output comes back as NDJSON [`handoff_wire::ExecEvent`]s while
     /// it runs; the limit covers only the start (the daemon enforces the command's timeout).
     pub async fn exec_stream(&self, req: &ExecRequest) -> Result<Response> {

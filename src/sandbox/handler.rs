@@ -130,6 +130,10 @@ impl SandboxHandler for SandboxObject {
         on_daemon!(self, |d| d.exec(&op.request))
     }
 
+    async fn desktop(&self, op: Desktop) -> Result<handoff_wire::desktop::DesktopReply> {
+        on_daemon!(self, |d| d.desktop(&op.action))
+    }
+
     async fn read_file(&self, op: ReadFile) -> Result<handoff_wire::FileContent> {
         on_daemon!(self, |d| d.read_file(&op.path, op.encoding, op.max))
     }

@@ -8,6 +8,7 @@ mod params;
 mod run_controls;
 mod runs;
 mod sandbox;
+mod sandbox_computer;
 mod sandbox_files;
 mod sandbox_params;
 mod sandbox_secrets;
@@ -324,6 +325,7 @@ tool_set!(
     sandbox::Delete,
     sandbox::PreviewUrl,
     sandbox::NetworkLog,
+    sandbox_computer::Computer,
     sandbox_secrets::List,
     sandbox_secrets::Attach,
     sandbox_secrets::Detach,

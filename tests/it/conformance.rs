@@ -69,7 +69,7 @@ async fn the_mcp_inspector_cli_lists_calls_reads_and_fills_prompts() {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert_eq!(names.len(), 44, "{tools}");
+    assert_eq!(names.len(), 45, "{tools}");
     assert!(names.contains(&"opencode_run_task"));
     let started = inspector(&[
         "--method",

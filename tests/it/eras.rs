@@ -70,7 +70,7 @@ async fn a_discover_probe_is_answered_and_modern_requests_need_no_session() {
     assert_eq!(listed.status, 200, "{}", listed.body);
     let result = &listed.json()["result"];
     assert_eq!(result["resultType"], "complete");
-    assert_eq!(result["tools"].as_array().unwrap().len(), 44);
+    assert_eq!(result["tools"].as_array().unwrap().len(), 45);
     assert_eq!(result["cacheScope"], "public");
     assert!(result["ttlMs"].as_u64().unwrap() > 0);
 
@@ -240,7 +240,7 @@ async fn the_python_sdk_settles_on_2026_07_28_by_itself_and_still_speaks_the_old
     );
     assert_eq!(legacy["version"], "2025-11-25", "{legacy}");
     for run in &runs {
-        assert_eq!(run["tools"], 44, "{run}");
+        assert_eq!(run["tools"], 45, "{run}");
         assert_eq!(run["isError"], false, "{run}");
         assert_eq!(run["runId"], run["readBack"], "{run}");
         assert_eq!(run["readRunId"], run["runId"], "the run resource: {run}");

@@ -10,6 +10,7 @@ mod callbacks;
 mod conformance;
 mod daemon_api;
 mod deploy;
+mod desktop;
 mod durability;
 mod eras;
 mod exec_tasks;

@@ -453,7 +453,7 @@ async fn rmcp_client_speaks_to_the_server_in_every_version() {
         let info = client.peer_info().expect("server info");
         assert_eq!(info.protocol_version.as_str(), expected);
         let tools = client.list_all_tools().await.expect("tools/list");
-        assert_eq!(tools.len(), 44);
+        assert_eq!(tools.len(), 45);
         let mut arguments = serde_json::Map::new();
         arguments.insert(
             "task".into(),

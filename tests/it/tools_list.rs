@@ -38,6 +38,7 @@ async fn tools_have_descriptions_schemas_and_annotations() {
             "sandbox_delete",
             "sandbox_preview_url",
             "sandbox_network_log",
+            "sandbox_computer",
             "secret_list",
             "sandbox_attach_secret",
             "sandbox_detach_secret",

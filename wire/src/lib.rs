@@ -22,10 +22,12 @@
 //! - `GET  /v1/sandboxes/{id}/ports` → [`PortList`]
 //! - any  `/v1/sandboxes/{id}/ports/{port}/http/{path}` → proxied to that port in the sandbox
 //! - `GET  /v1/sandboxes/{id}/egress?limit=&verdict=` → [`EgressLog`]
+//! - `POST /v1/sandboxes/{id}/desktop` [`desktop::DesktopAction`] → [`desktop::DesktopReply`]
 //!
 //! Errors are [`ErrorBody`] with the status from [`ErrorCode::http_status`]. 503 means
 //! transient (retry with backoff); every other error fails fast.
 
+pub mod desktop;
 mod headtail;
 pub mod rules;
 mod sandbox;

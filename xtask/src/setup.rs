@@ -143,7 +143,7 @@ fn ensure_npm_packages() -> Result {
 /// Debian packages the local sandbox backend (and the programs sandboxes run from the host's
 /// `/usr`) use, each with the files that show it is installed — absolute paths, because the
 /// sandboxes see `/usr`, not whatever else is first on this shell's PATH.
-const DEBIAN_PACKAGES: [(&str, &[&str]); 7] = [
+const DEBIAN_PACKAGES: [(&str, &[&str]); 13] = [
     ("bubblewrap", &["/usr/bin/bwrap"]),
     ("git", &["/usr/bin/git"]),
     ("ripgrep", &["/usr/bin/rg"]),
@@ -152,6 +152,14 @@ const DEBIAN_PACKAGES: [(&str, &[&str]); 7] = [
     ("perl", &["/usr/bin/perl"]),
     // Workers with `runtime: node` (any Node.js at /usr/bin/node will do).
     ("nodejs", &["/usr/bin/node"]),
+    // The desktop (`sandbox_computer`): an X server, input, screenshots, a window manager, and
+    // the programs its tests drive.
+    ("xvfb", &["/usr/bin/Xvfb"]),
+    ("xdotool", &["/usr/bin/xdotool"]),
+    ("x11-apps", &["/usr/bin/xwd"]),
+    ("twm", &["/usr/bin/twm"]),
+    ("xterm", &["/usr/bin/xterm"]),
+    ("x11-utils", &["/usr/bin/xmessage"]),
 ];
 
 /// Debian's Chromium, which the run page tests and `cargo xtask screenshot` render pages with

@@ -47,6 +47,7 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route(&format!("{sandbox}/exec"), post(exec_run))
         .route(&format!("{sandbox}/exec/stream"), post(exec_stream))
+        .route(&format!("{sandbox}/desktop"), post(desktop))
         .route(
             &format!("{sandbox}/processes"),
             post(start_process).get(list_processes),
@@ -177,6 +178,16 @@ async fn exec_run(
     JsonBody(req): JsonBody<ExecRequest>,
 ) -> Result<impl IntoResponse> {
     Ok(Json(exec::run(&app.registry, &sandbox, &req).await?))
+}
+
+async fn desktop(
+    State(app): AppState,
+    Authorized(sandbox): Authorized,
+    JsonBody(action): JsonBody<handoff_wire::desktop::DesktopAction>,
+) -> Result<impl IntoResponse> {
+    Ok(Json(
+        crate::desktop::act(&app.registry, &sandbox, action).await?,
+    ))
 }
 
 async fn exec_stream(
