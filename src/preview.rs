@@ -103,6 +103,22 @@ pub async fn handle(req: Request, env: &Env, host: &str) -> Result<Response> {
         &init,
     )?;
     let response = sandbox::preview(&sandbox::client(env, &sandbox_id)?, inner).await?;
+    // A WebSocket the app accepted (a live view of the desktop) passes through as it is.
+    if response.status_code() == 101 {
+        // The subprotocol the app chose goes back with it (browsers insist on it).
+        let protocol = response.headers().get("sec-websocket-protocol")?;
+        if let Some(socket) = response.websocket() {
+            let headers = Headers::new();
+            if let Some(protocol) = protocol {
+                headers.set("sec-websocket-protocol", &protocol)?;
+            }
+            return Ok(Response::from_websocket(socket)?.with_headers(headers));
+        }
+        return Ok(http::json(
+            502,
+            &serde_json::json!({"error": "the app switched protocols to something other than a WebSocket"}),
+        ));
+    }
     // A fetched response's headers are immutable: build the answer anew, without what the
     // app may not set.
     let headers = Headers::new();

@@ -63,7 +63,15 @@ pub fn is_template_name(name: &str) -> bool {
 
 /// Where a template's workspace is kept.
 pub fn snapshot_key(name: &str, at_ms: i64) -> String {
-    format!("templates/{name}/workspace-{at_ms}.tar.gz")
+    format!("{PREFIX}{name}/workspace-{at_ms}.tar.gz")
+}
+
+const PREFIX: &str = "templates/";
+
+/// Whether an R2 key is a template's (which sandboxes made from it start from, and never
+/// delete).
+pub fn is_template_key(key: &str) -> bool {
+    key.starts_with(PREFIX)
 }
 
 /// The setup commands as one script that stops at the first failure and says which step ran.

@@ -96,8 +96,15 @@ pub async fn proxy(
         .await
         .map_err(|e| ApiError::internal(format!("preview connection: {e}")))?;
     tokio::spawn(async move {
-        let _ = connection.await;
+        let _ = connection.with_upgrades().await;
     });
+    let mut req = req;
+    // A WebSocket (e.g. a live view of the desktop) is passed through once both sides agree.
+    let websocket = req
+        .headers()
+        .get(axum::http::header::UPGRADE)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"));
+    let client_upgrade = websocket.then(|| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
     let wait = parts
         .headers
@@ -116,6 +123,11 @@ pub async fn proxy(
         }
     }
     upstream = upstream.header(HeaderName::from_static("host"), format!("127.0.0.1:{port}"));
+    if websocket {
+        upstream = upstream
+            .header(axum::http::header::CONNECTION, "upgrade")
+            .header(axum::http::header::UPGRADE, "websocket");
+    }
     if let Some(value) = parts.headers.get(handoff_wire::UPSTREAM_AUTHORIZATION) {
         upstream = upstream.header(axum::http::header::AUTHORIZATION, value);
     }
@@ -136,11 +148,30 @@ pub async fn proxy(
         None => sent.await,
     }
     .map_err(|e| ApiError::unavailable(format!("the server on port {port} did not answer: {e}")))?;
+    if let (Some(client), true) = (client_upgrade, response.status().as_u16() == 101) {
+        return Ok(switch(client, response));
+    }
     let (mut parts, body) = response.into_parts();
     for name in DROP {
         parts.headers.remove(name);
     }
     Ok(Response::from_parts(parts, Body::new(body)))
+}
+
+/// Answers 101 with the server's handshake headers and joins the two upgraded connections.
+fn switch(
+    client: hyper::upgrade::OnUpgrade,
+    mut response: hyper::Response<hyper::body::Incoming>,
+) -> Response<Body> {
+    let server = hyper::upgrade::on(&mut response);
+    tokio::spawn(async move {
+        if let (Ok(client), Ok(server)) = (client.await, server.await) {
+            let (mut client, mut server) = (TokioIo::new(client), TokioIo::new(server));
+            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+        }
+    });
+    let (parts, _) = response.into_parts();
+    Response::from_parts(parts, Body::empty())
 }
 
 #[cfg(test)]

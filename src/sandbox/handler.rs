@@ -214,7 +214,9 @@ impl SandboxHandler for SandboxObject {
             Err(e) => return Err(e),
         }
         if let Some(key) = record.snapshot_key.take() {
-            let _ = self.env.bucket(BUCKET)?.delete(key).await;
+            if !crate::templates::is_template_key(&key) {
+                let _ = self.env.bucket(BUCKET)?.delete(key).await;
+            }
         }
         record.status = Status::Deleted;
         store::save(&self.sql(), &record)?;

@@ -126,16 +126,9 @@ impl SandboxObject {
             expires_at,
         } = op;
         let now = now_ms();
-        // A sandbox made from a template owns a copy of the template's snapshot.
-        let (snapshot, snapshot_bytes) = match (snapshot, template) {
-            (Some(key), _) => (Some(key), None),
-            (None, Some(template)) => {
-                let key = crate::artifacts::snapshot_key(&id, now);
-                let size = self.copy_object(&template, &key).await?;
-                (Some(key), Some(size))
-            }
-            (None, None) => (None, None),
-        };
+        // A sandbox made from a template starts from the template's snapshot (never deleting
+        // it) until its first pause stores one of its own.
+        let snapshot = snapshot.or(template);
         let mut record = SandboxRecord {
             id,
             name,
@@ -149,7 +142,7 @@ impl SandboxObject {
             daemon_created_at: None,
             snapshot_at: snapshot.as_ref().map(|_| now),
             snapshot_key: snapshot,
-            snapshot_bytes,
+            snapshot_bytes: None,
             expires_at,
         };
         let daemon = self.daemon(&record.id).await?;

@@ -21,7 +21,9 @@ impl SandboxObject {
         let key = snapshot_key(&record.id, now);
         let size = self.store_snapshot_as(&key, snapshot).await?;
         if let Some(old) = record.snapshot_key.replace(key) {
-            let _ = self.env.bucket(BUCKET)?.delete(old).await;
+            if !crate::templates::is_template_key(&old) {
+                let _ = self.env.bucket(BUCKET)?.delete(old).await;
+            }
         }
         record.snapshot_bytes = size;
         record.snapshot_at = Some(now);

@@ -36,13 +36,14 @@ pub enum ComputerAction {
     Type,
     Wait,
     Resize,
+    Stream,
     Stop,
 }
 
 /// Use a sandbox's desktop (an X display, 1280×800 unless resized, started on first use and
 /// stopped with the sandbox): take a screenshot, move, click (double, right, middle), drag,
-/// scroll, press keys, type text, wait (at most 10 s), resize the screen (its windows close) or
-/// stop it. Every action but stop answers with a fresh screenshot (PNG, halved while larger
+/// scroll, press keys, type text, wait (at most 10 s), resize the screen (its windows close),
+/// get a live view (`stream`: a signed, expiring link to a view-only noVNC page) or stop it. Every action but stop answers with a fresh screenshot (PNG, halved while larger
 /// than 1 MB). Coordinates are pixels from the top left and must be on the screen. Start
 /// programs on it with sandbox_exec and DISPLAY=:99, in the background (e.g.
 /// `DISPLAY=:99 xterm &`).
@@ -75,6 +76,8 @@ pub struct ComputerParams {
     pub width: Option<u32>,
     /// For resize: the new height (240 to 1200).
     pub height: Option<u32>,
+    /// For stream: how long the live view's link is valid, 60 to 604800 seconds (default 3600).
+    pub expires_in_seconds: Option<u32>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -92,6 +95,10 @@ pub struct ComputerView {
     /// itself is the call's image content.
     pub image_width: u32,
     pub image_height: u32,
+    /// For stream: a signed, expiring link to a live, view-only picture of the desktop
+    /// (noVNC on the sandbox's preview origin).
+    pub stream_url: Option<String>,
+    pub stream_expires_at: Option<String>,
     #[serde(skip)]
     #[schemars(skip)]
     pub png_base64: Option<String>,
@@ -117,6 +124,7 @@ fn action(p: &ComputerParams) -> Result<DesktopAction> {
     Ok(match p.action {
         ComputerAction::Screenshot => DesktopAction::Screenshot,
         ComputerAction::Stop => DesktopAction::Stop,
+        ComputerAction::Stream => DesktopAction::Stream,
         ComputerAction::MouseMove => {
             let (x, y) = point(p)?;
             DesktopAction::MouseMove { x, y }
@@ -195,12 +203,25 @@ impl ToolHandler for Computer {
 
     async fn run(ctx: &Ctx<'_>, p: ComputerParams) -> Result<ComputerView> {
         let action = action(&p)?;
+        let ttl = super::sandbox_params::preview_ttl(p.expires_in_seconds)?;
         let client = sandbox(ctx, &p.sandbox_id).await?;
         let reply = client
             .call(Desktop { action })
             .await
             .map_err(not_found_hint)?;
+        let expires_at = crate::time::now_ms() / 1000 + i64::from(ttl);
+        let stream_url = match (p.action, reply.stream_port) {
+            (ComputerAction::Stream, Some(port)) => Some(format!(
+                "{}vnc.html?autoconnect=1&view_only=1&resize=scale&path=websockify",
+                crate::links::preview_url(ctx.env, &p.sandbox_id, port, expires_at)?
+            )),
+            _ => None,
+        };
         Ok(ComputerView {
+            stream_expires_at: stream_url
+                .as_ref()
+                .map(|_| crate::time::rfc3339(expires_at * 1000)),
+            stream_url,
             sandbox_id: p.sandbox_id,
             display: reply.display,
             width: reply.width,

@@ -6,6 +6,7 @@ mod containers;
 mod lifecycle;
 mod oauth;
 mod runs;
+mod sandbox_features;
 mod sandboxes;
 mod stats;
 mod workers;

@@ -1,7 +1,8 @@
 //! The sandbox benchmark: `sandbox_exec` of `true` through the whole stack (MCP → Worker →
 //! sandbox Durable Object → daemon → into the sandbox) with its share, create-to-ready,
 //! pause/resume of a 50 MB workspace and the daemon's resident memory when idle — on the local
-//! daemon, then (where the container lane can run) with every sandbox in a real container.
+//! daemon, with templates, forks and the desktop (`sandbox_features`), then (where the
+//! container lane can run) with every sandbox in a real container.
 
 use crate::containers;
 use crate::lifecycle::{self, p50};
@@ -74,6 +75,7 @@ pub async fn run() {
         idle_before as f64 / 1024.0,
         idle_after as f64 / 1024.0
     );
+    crate::sandbox_features::run(&mcp).await;
     drop(worker);
     drop(daemon);
     containers::run().await;

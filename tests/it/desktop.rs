@@ -171,6 +171,22 @@ async fn the_desktop_runs_real_applications_and_takes_input() {
         assert!(error.contains(needle), "{args}: {error}");
     }
 
+    // The live view: a signed link to noVNC's page, whose WebSocket reaches the VNC server.
+    let (streamed, _) = computer(&mcp, json!({"sandboxId": id, "action": "stream"})).await;
+    let url = streamed["streamUrl"]
+        .as_str()
+        .expect("streamUrl")
+        .to_string();
+    assert!(streamed["streamExpiresAt"].is_string(), "{streamed:#}");
+    let page = handoff_tests::preview_client(&url)
+        .get(&url)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("noVNC"));
+    assert_eq!(rfb_banner(&url).await.get(..4), Some("RFB "));
+
     // Resized: a new screen of that size; stopped: no image, and the next use starts it again.
     let (resized, png) = computer(
         &mcp,
@@ -185,4 +201,30 @@ async fn the_desktop_runs_real_applications_and_takes_input() {
     assert_eq!(again["started"], json!(true));
     mcp.call_ok("sandbox_delete", json!({"sandboxId": id}))
         .await;
+}
+
+/// The first message of the live view's WebSocket (the VNC server's banner), through the
+/// preview origin.
+async fn rfb_banner(page_url: &str) -> String {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let parsed = reqwest::Url::parse(page_url).unwrap();
+    let port = parsed.port().unwrap_or(80);
+    let socket_url = format!("ws://{}:{port}/websockify", parsed.host_str().unwrap());
+    let mut request = socket_url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("sec-websocket-protocol", "binary".parse().unwrap());
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (mut socket, _) = tokio_tungstenite::client_async(request, tcp)
+        .await
+        .expect("the WebSocket through the preview origin");
+    let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
+        .await
+        .expect("a message within 10 s")
+        .expect("a message")
+        .expect("not an error");
+    String::from_utf8_lossy(&message.into_data()).into_owned()
 }

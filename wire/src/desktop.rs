@@ -16,6 +16,10 @@ pub const SCREENSHOT_CAP: usize = 1024 * 1024;
 pub const WAIT_MAX_MS: u64 = 10_000;
 /// The longest text typed at once.
 pub const TYPE_MAX_CHARS: usize = 2000;
+/// Where the live view's VNC server listens inside the sandbox (loopback only).
+pub const VNC_PORT: u16 = 5909;
+/// Where the live view (noVNC's page and its WebSocket) is served inside the sandbox.
+pub const STREAM_PORT: u16 = 6089;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -78,6 +82,8 @@ pub enum DesktopAction {
         width: u32,
         height: u32,
     },
+    /// Starts the live view (view only) on `STREAM_PORT`, if it is not running.
+    Stream,
     Stop,
 }
 
@@ -93,4 +99,7 @@ pub struct DesktopReply {
     /// The screenshot's own size (smaller than the screen when it was scaled down to fit).
     pub image_width: u32,
     pub image_height: u32,
+    /// The port serving the live view, once `stream` started it.
+    #[serde(default)]
+    pub stream_port: Option<u16>,
 }

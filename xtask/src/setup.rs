@@ -143,7 +143,7 @@ fn ensure_npm_packages() -> Result {
 /// Debian packages the local sandbox backend (and the programs sandboxes run from the host's
 /// `/usr`) use, each with the files that show it is installed — absolute paths, because the
 /// sandboxes see `/usr`, not whatever else is first on this shell's PATH.
-const DEBIAN_PACKAGES: [(&str, &[&str]); 13] = [
+const DEBIAN_PACKAGES: [(&str, &[&str]); 16] = [
     ("bubblewrap", &["/usr/bin/bwrap"]),
     ("git", &["/usr/bin/git"]),
     ("ripgrep", &["/usr/bin/rg"]),
@@ -160,6 +160,10 @@ const DEBIAN_PACKAGES: [(&str, &[&str]); 13] = [
     ("twm", &["/usr/bin/twm"]),
     ("xterm", &["/usr/bin/xterm"]),
     ("x11-utils", &["/usr/bin/xmessage"]),
+    // Its live view: a VNC server and noVNC with its WebSocket bridge.
+    ("x11vnc", &["/usr/bin/x11vnc"]),
+    ("novnc", &["/usr/share/novnc/vnc.html"]),
+    ("python3-websockify", &["/usr/bin/websockify"]),
 ];
 
 /// Debian's Chromium, which the run page tests and `cargo xtask screenshot` render pages with

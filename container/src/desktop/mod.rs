@@ -23,6 +23,8 @@ struct Screen {
     server: u64,
     width: u32,
     height: u32,
+    /// The live view's VNC server and web server, once started.
+    stream: Option<(u64, u64)>,
 }
 
 /// Desktops by sandbox id.
@@ -78,9 +80,7 @@ async fn ensure(
         .copied();
     if let Some(screen) = current.filter(|s| running(sandbox, s.server)) {
         match size {
-            Some(size) if size != (screen.width, screen.height) => {
-                let _ = processes::kill(sandbox, screen.server).await;
-            }
+            Some(size) if size != (screen.width, screen.height) => stop(sandbox, &screen).await,
             _ => return Ok((screen, false)),
         }
     }
@@ -145,12 +145,23 @@ async fn ensure(
         server: server.id,
         width,
         height,
+        stream: None,
     };
     screens()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(sandbox.id.clone(), screen);
     Ok((screen, true))
+}
+
+/// Stops a desktop's processes: the live view's and the X server (the window manager and the
+/// applications end with it).
+async fn stop(sandbox: &Sandbox, screen: &Screen) {
+    if let Some((vnc, web)) = screen.stream {
+        let _ = processes::kill(sandbox, web).await;
+        let _ = processes::kill(sandbox, vnc).await;
+    }
+    let _ = processes::kill(sandbox, screen.server).await;
 }
 
 fn check_point(screen: &Screen, x: u32, y: u32) -> Result<()> {
@@ -198,9 +209,10 @@ fn input(screen: &Screen, action: &DesktopAction) -> Result<Option<Vec<String>>>
     };
     let mut args = vec!["xdotool".to_string()];
     match action {
-        DesktopAction::Screenshot | DesktopAction::Stop | DesktopAction::Resize { .. } => {
-            return Ok(None)
-        }
+        DesktopAction::Screenshot
+        | DesktopAction::Stop
+        | DesktopAction::Resize { .. }
+        | DesktopAction::Stream => return Ok(None),
         DesktopAction::Wait { ms } => {
             if *ms > WAIT_MAX_MS {
                 return Err(ApiError::bad_request(format!(
@@ -301,8 +313,8 @@ pub async fn act(
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&sandbox.id);
-        if let Some(screen) = screen {
-            let _ = processes::kill(sandbox, screen.server).await;
+        if let Some(screen) = &screen {
+            stop(sandbox, screen).await;
         }
         let (width, height) = screen.map_or((0, 0), |s| (s.width, s.height));
         return Ok(DesktopReply {
@@ -313,6 +325,7 @@ pub async fn act(
             png_base64: None,
             image_width: 0,
             image_height: 0,
+            stream_port: None,
         });
     }
     let size = match action {
@@ -329,7 +342,14 @@ pub async fn act(
         }
         _ => None,
     };
-    let (screen, started) = ensure(registry, sandbox, size).await?;
+    let (mut screen, started) = ensure(registry, sandbox, size).await?;
+    if action == DesktopAction::Stream {
+        screen.stream = Some(stream(registry, sandbox, &screen).await?);
+        screens()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(sandbox.id.clone(), screen);
+    }
     if let Some(args) = input(&screen, &action)? {
         run(registry, sandbox, args).await?;
         if !matches!(action, DesktopAction::Wait { .. }) {
@@ -346,5 +366,68 @@ pub async fn act(
         png_base64: Some(base64::engine::general_purpose::STANDARD.encode(png)),
         image_width,
         image_height,
+        stream_port: screen
+            .stream
+            .filter(|(vnc, web)| running(sandbox, *vnc) && running(sandbox, *web))
+            .map(|_| STREAM_PORT),
     })
+}
+
+/// Starts the live view — a view-only VNC server of the display on loopback and noVNC's page
+/// with its WebSocket bridge — unless it runs; its processes.
+async fn stream(
+    registry: &Registry,
+    sandbox: &Arc<Sandbox>,
+    screen: &Screen,
+) -> Result<(u64, u64)> {
+    if let Some((vnc, web)) = screen.stream {
+        if running(sandbox, vnc) && running(sandbox, web) {
+            return Ok((vnc, web));
+        }
+        let _ = processes::kill(sandbox, vnc).await;
+        let _ = processes::kill(sandbox, web).await;
+    }
+    let start = |command: String| StartProcess {
+        command,
+        argv: None,
+        cwd: None,
+        env: env(),
+        timeout_ms: None,
+    };
+    let vnc = processes::start(
+        registry,
+        sandbox,
+        &start(format!(
+            "exec x11vnc -display {DISPLAY} -rfbport {VNC_PORT} -localhost -shared -forever \
+             -viewonly -nopw -quiet -noxdamage"
+        )),
+    )
+    .await?;
+    let web = processes::start(
+        registry,
+        sandbox,
+        &start(format!(
+            "exec websockify --web /usr/share/novnc {STREAM_PORT} 127.0.0.1:{VNC_PORT}"
+        )),
+    )
+    .await?;
+    for _ in 0..100 {
+        let listening = crate::ports::list(registry, sandbox)
+            .await
+            .unwrap_or_default();
+        let up = |port| listening.iter().any(|p| p.port == port);
+        if up(VNC_PORT) && up(STREAM_PORT) {
+            return Ok((vnc.id, web.id));
+        }
+        if !running(sandbox, vnc.id) || !running(sandbox, web.id) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = processes::kill(sandbox, vnc.id).await;
+    let _ = processes::kill(sandbox, web.id).await;
+    Err(ApiError::unavailable(
+        "the live view did not start (are x11vnc, websockify and noVNC installed where the \
+         sandbox runs?)",
+    ))
 }

@@ -36,7 +36,7 @@ rpc::ops! {
     /// A request to a sandbox object.
     pub enum SandboxRequest, answered by SandboxHandler {
         /// Creates the sandbox (refused if it exists), its workspace restored from `snapshot`
-        /// (an R2 key it then owns) or from a copy of `template` (an R2 key it leaves alone)
+        /// (an R2 key it then owns) or `template` (a template's key, which it never deletes)
         /// when given.
         create: Create {
             id: String,
