@@ -4,6 +4,7 @@
 //! builds the image); tests isolate themselves with their own sandboxes, runs and repositories.
 //! Run by the container lane of `cargo xtask test`.
 
+mod desktop;
 mod lifecycle;
 mod runs;
 mod sandboxes;
