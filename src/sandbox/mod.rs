@@ -153,6 +153,17 @@ impl SandboxObject {
         store::save(&self.sql(), &record)?;
         self.ensured_at.set(now);
         self.schedule_idle(&record).await?;
+        if record
+            .snapshot_key
+            .as_deref()
+            .is_some_and(crate::templates::is_template_key)
+        {
+            // Soon, in the background: a snapshot of its own (see `adopt_template_snapshot`).
+            self.state
+                .storage()
+                .set_alarm(alarm_offset(now + 1000))
+                .await?;
+        }
         self.relist(&record).await?;
         Ok(self.describe(record, Some(state), &daemon).await)
     }
@@ -303,12 +314,44 @@ impl SandboxObject {
         Ok(())
     }
 
+    /// A sandbox made from a template starts out restoring from the template's snapshot; it
+    /// copies that snapshot as its own soon after, so deleting the template never leaves it
+    /// without one.
+    async fn adopt_template_snapshot(&self, record: &mut SandboxRecord) -> Result<()> {
+        let Some(template) = record
+            .snapshot_key
+            .clone()
+            .filter(|k| crate::templates::is_template_key(k))
+        else {
+            return Ok(());
+        };
+        let key = crate::artifacts::snapshot_key(&record.id, now_ms());
+        let size = self.copy_object(&template, &key).await?;
+        // The record as it is now: a pause may have stored a snapshot meanwhile.
+        let mut latest = self.record()?;
+        if latest.snapshot_key.as_deref() == Some(template.as_str()) {
+            latest.snapshot_key = Some(key);
+            latest.snapshot_bytes = Some(size);
+            store::save(&self.sql(), &latest)?;
+        } else {
+            let _ = self.env.bucket(crate::artifacts::BUCKET)?.delete(key).await;
+        }
+        *record = latest;
+        Ok(())
+    }
+
     /// Deletes the sandbox at the end of its lifetime; pauses it once it has been idle for its
     /// timeout.
     async fn idle_check(&self) -> Result<()> {
-        let Ok(record) = self.record() else {
+        let Ok(mut record) = self.record() else {
             return Ok(());
         };
+        if let Err(e) = self.adopt_template_snapshot(&mut record).await {
+            console_error!(
+                "sandbox {}: copying its template's snapshot: {e}",
+                record.id
+            );
+        }
         if record.expires_at.is_some_and(|at| now_ms() >= at) {
             SandboxHandler::delete(self, api::Delete {}).await?;
             return Ok(());

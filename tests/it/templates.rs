@@ -204,3 +204,44 @@ async fn a_failing_setup_says_why_and_a_sandbox_can_become_a_template() {
     mcp.call_ok("sandbox_template_delete", json!({"name": copied}))
         .await;
 }
+
+#[tokio::test]
+async fn a_sandbox_from_a_template_outlives_the_template() {
+    let mut daemon = handoff_tests::daemon::Daemon::start();
+    let worker =
+        handoff_tests::Worker::start(handoff_tests::WorkerOptions::default().daemon(&daemon));
+    let mcp = Mcp::connect(&worker.url("")).await;
+    let name = unique("kept");
+    mcp.call_ok(
+        "sandbox_template_create",
+        json!({"name": name, "setup": ["echo kept > kept.txt"]}),
+    )
+    .await;
+    assert_eq!(settled(&mcp, &name).await["status"], "ready");
+    let id = mcp
+        .call_ok("sandbox_create", json!({"template": name}))
+        .await["sandboxId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Soon after it starts, the sandbox holds a snapshot of its own.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = mcp.call_ok("sandbox_info", json!({"sandboxId": id})).await;
+        if info["snapshot"]["bytes"].is_number() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot of its own: {info:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // The template goes, then the daemon loses the sandbox's files: they come back all the same.
+    mcp.call_ok("sandbox_template_delete", json!({"name": name}))
+        .await;
+    daemon.stop();
+    handoff_tests::remove_scratch(&daemon.sandboxes().join(&id));
+    daemon.restart();
+    assert_eq!(exec(&mcp, &id, "cat kept.txt").await["stdout"], "kept\n");
+}
