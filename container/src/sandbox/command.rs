@@ -59,9 +59,10 @@ impl Sandbox {
         let mut cmd = init::confined(program, args, confinement)?;
         // Shells print `$PWD` when it names the working directory, so a workspace reached
         // through a link (`/home/sandbox` in a container) reads as the path the sandbox uses.
+        let spec = self.spec();
         cmd.envs(self.base_env())
-            .envs(self.spec().env)
-            .envs(self.secret_env())
+            .envs(&spec.env)
+            .envs(self.secret_env(&spec))
             .env("PWD", &cwd)
             .envs(env)
             .kill_on_drop(true);

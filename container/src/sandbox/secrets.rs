@@ -6,6 +6,7 @@
 use super::isolation::Mode;
 use super::Sandbox;
 use crate::egress::authority::{self, Authority, BUNDLE_FILE, CA_FILE};
+use handoff_wire::SandboxSpec;
 use std::sync::Arc;
 
 /// Where a namespaced sandbox sees its `tls` directory.
@@ -25,6 +26,11 @@ impl Sandbox {
         if self.spec().secrets.is_empty() {
             return None;
         }
+        self.open_authority()
+    }
+
+    /// The sandbox's certificate authority, made on first need.
+    fn open_authority(&self) -> Option<Arc<Authority>> {
         let mut slot = self.authority.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
             match Authority::open(&self.dir, &self.id) {
@@ -36,9 +42,9 @@ impl Sandbox {
     }
 
     /// Variables for the sandbox's secrets: stand-ins and, with them, the CA's files.
-    pub(super) fn secret_env(&self) -> Vec<(String, String)> {
-        let secrets = self.spec().secrets;
-        if secrets.is_empty() || self.secret_authority().is_none() {
+    pub(super) fn secret_env(&self, spec: &SandboxSpec) -> Vec<(String, String)> {
+        let secrets = spec.secrets.clone();
+        if secrets.is_empty() || self.open_authority().is_none() {
             return Vec::new();
         }
         let tls = self.tls_display();
