@@ -47,6 +47,41 @@ impl Size {
         }
     }
 
+    /// The Cloudflare Container instance type a sandbox of this size runs on (wrangler.toml's
+    /// `[[containers]]` entry of its class, see `sandbox::host`): the machine's own share,
+    /// within which the size's limits still apply.
+    pub fn instance_type(self) -> InstanceType {
+        match self {
+            Size::Small => InstanceType {
+                name: "standard-1",
+                vcpus: 0.5,
+                memory_mib: 4096,
+                disk_gb: 8,
+            },
+            Size::Medium => InstanceType {
+                name: "standard-2",
+                vcpus: 1.0,
+                memory_mib: 6144,
+                disk_gb: 12,
+            },
+            Size::Large => InstanceType {
+                name: "standard-3",
+                vcpus: 2.0,
+                memory_mib: 8192,
+                disk_gb: 16,
+            },
+        }
+    }
+
+    /// The size of a sandbox with this spec: the one whose limits it asks for, `large` when it
+    /// asks for none (the backend's own limits).
+    pub fn of_spec(spec: &SandboxSpec) -> Size {
+        match spec.limits {
+            None => Size::Large,
+            Some(_) => Size::of(spec).unwrap_or(Size::Large),
+        }
+    }
+
     /// The size whose limits a spec asks for, if any.
     pub fn of(spec: &SandboxSpec) -> Option<Size> {
         let asked = spec.limits.as_ref()?;
@@ -54,6 +89,15 @@ impl Size {
             .into_iter()
             .find(|size| &size.limits() == asked)
     }
+}
+
+/// A Cloudflare Container instance type (developers.cloudflare.com/containers/platform/limits).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct InstanceType {
+    pub name: &'static str,
+    pub vcpus: f64,
+    pub memory_mib: u32,
+    pub disk_gb: u32,
 }
 
 /// The sandbox a work session owns: `sbx_` and the session id's random part.
@@ -117,7 +161,31 @@ pub struct SandboxSummary {
 
 #[cfg(test)]
 mod tests {
-    use super::Status;
+    use super::{Size, Status};
+
+    /// wrangler.toml gives each size's container class the instance type named here.
+    #[test]
+    fn wrangler_toml_gives_each_size_its_instance_type() {
+        let config = include_str!("../wrangler.toml");
+        for (class, size) in [
+            ("SandboxHostSmall", Size::Small),
+            ("SandboxHostMedium", Size::Medium),
+            ("SandboxObject", Size::Large),
+        ] {
+            let entry = config
+                .split("[[containers]]")
+                .skip(1)
+                .find(|entry| entry.contains(&format!("class_name = \"{class}\"")))
+                .unwrap_or_else(|| panic!("no [[containers]] entry for {class}"));
+            let wanted = format!("instance_type = \"{}\"", size.instance_type().name);
+            assert!(entry.contains(&wanted), "{class}: {wanted}");
+            // Each size's limits fit its machine.
+            let limits = size.limits();
+            let machine = size.instance_type();
+            assert!(limits.cpu_millis.unwrap() as f64 <= machine.vcpus * 1000.0);
+            assert!(limits.memory_bytes.unwrap() <= u64::from(machine.memory_mib) << 20);
+        }
+    }
 
     #[test]
     fn status_names_are_the_serde_names() {

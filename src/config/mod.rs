@@ -22,6 +22,9 @@ pub const PREVIEW_URL: &str = "HANDOFF_PREVIEW_URL";
 /// Var (local container lane only): a CONNECT proxy the daemon in each container connects out
 /// through — the egress sidecar, whose tunnels reach the host the Worker runs on.
 pub const CONTAINER_UPSTREAM_PROXY: &str = "HANDOFF_CONTAINER_UPSTREAM_PROXY";
+/// Var: extra certificate authorities (PEM) the daemon in each container trusts for upstream
+/// HTTPS — where it swaps secrets in — besides the public ones: a private forge's CA.
+pub const CONTAINER_UPSTREAM_CA: &str = "HANDOFF_CONTAINER_UPSTREAM_CA";
 /// Var: base URL of a sandbox daemon reachable from the Worker (the local backend).
 pub const SANDBOX_DAEMON_URL: &str = "SANDBOX_DAEMON_URL";
 /// Secret: shared with the sandbox daemon, which accepts tokens signed with it.

@@ -10,7 +10,7 @@ use crate::time::now_ms;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
-use worker::{js_sys, wasm_bindgen::JsValue, wasm_bindgen_futures, Delay, Env};
+use worker::{js_sys, wasm_bindgen::JsValue, wasm_bindgen_futures, Delay, Env, Fetcher};
 
 /// How long a freshly started container may take to open the daemon's port.
 const READY_MS: i64 = 60_000;
@@ -36,6 +36,9 @@ pub fn start(container: &worker::Container, env: &Env, id: &str) -> Result<()> {
     set(&vars, "HANDOFF_SANDBOX_ID", id.into())?;
     if let Some(proxy) = config::get(env, config::CONTAINER_UPSTREAM_PROXY) {
         set(&vars, "HANDOFF_UPSTREAM_PROXY", proxy.into())?;
+    }
+    if let Some(pem) = config::get(env, config::CONTAINER_UPSTREAM_CA) {
+        set(&vars, "HANDOFF_UPSTREAM_EXTRA_CA_PEM", pem.into())?;
     }
     set(&options, "env", vars.into())?;
     set(&options, "enableInternet", JsValue::TRUE)?;
@@ -64,6 +67,18 @@ pub async fn daemon(
     id: &str,
     watch: &Rc<Watch>,
 ) -> Result<(Daemon, bool)> {
+    let (port, started) = ensure(container, env, id, watch).await?;
+    Ok((Daemon::new(env, Transport::Container(port), id)?, started))
+}
+
+/// The daemon's port in the sandbox's container, started (then `started` is true) and
+/// answering: what [`daemon`] and the sandbox hosts of other sizes both rely on.
+pub async fn ensure(
+    container: &worker::Container,
+    env: &Env,
+    id: &str,
+    watch: &Rc<Watch>,
+) -> Result<(Fetcher, bool)> {
     let deadline = now_ms() + READY_MS;
     let mut started = false;
     loop {
@@ -73,15 +88,17 @@ pub async fn daemon(
             watch.ready.set(false);
         }
         watch_exit(container, watch);
-        let fetcher = container.get_tcp_port(CONTAINER_PORT)?;
-        let daemon = Daemon::new(env, Transport::Container(fetcher), id)?;
         if watch.ready.get() {
-            return Ok((daemon, started));
+            return Ok((container.get_tcp_port(CONTAINER_PORT)?, started));
         }
-        match daemon.health().await {
+        let port = container.get_tcp_port(CONTAINER_PORT)?;
+        match Daemon::new(env, Transport::Container(port), id)?
+            .health()
+            .await
+        {
             Ok(()) => {
                 watch.ready.set(true);
-                return Ok((daemon, started));
+                return Ok((container.get_tcp_port(CONTAINER_PORT)?, started));
             }
             Err(e) if now_ms() > deadline => {
                 return Err(Error::unavailable(format!(
@@ -91,6 +108,26 @@ pub async fn daemon(
             }
             Err(_) => Delay::from(Duration::from_millis(POLL_MS)).await,
         }
+    }
+}
+
+/// Whether the container runs, as far as the runtime has seen (watching it from now on).
+pub fn running(container: &worker::Container, watch: &Rc<Watch>) -> bool {
+    if container.running() {
+        watch_exit(container, watch);
+        return true;
+    }
+    false
+}
+
+impl Watch {
+    /// Its daemon has answered since it last started (as far as this instance knows).
+    pub fn ready(&self) -> bool {
+        self.ready.get()
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.set(ready);
     }
 }
 

@@ -17,7 +17,7 @@ use handoff_wire::{
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::time::Duration;
-use worker::{Delay, Env, Fetch, Fetcher, Headers, Method, Request, RequestInit, Response};
+use worker::{Delay, Env, Fetch, Fetcher, Headers, Method, Request, RequestInit, Response, Stub};
 
 /// How long a minted daemon token lives.
 const TOKEN_TTL_SECS: i64 = 300;
@@ -29,6 +29,11 @@ const GRACE: Duration = Duration::from_secs(15);
 const SNAPSHOT_LIMIT: Duration = Duration::from_secs(15 * 60);
 /// The daemon's port inside a container.
 pub const CONTAINER_PORT: u16 = 3000;
+/// Names the sandbox a request to a container host is for (`host`; set by the sandbox object
+/// only).
+pub const SANDBOX_HEADER: &str = "x-handoff-sandbox";
+/// The origin of requests to a container's daemon (only the path matters).
+const CONTAINER_ORIGIN: &str = "http://sandbox-daemon";
 
 /// Where the daemon is.
 pub enum Transport {
@@ -36,6 +41,9 @@ pub enum Transport {
     Local { base: String },
     /// A Cloudflare Container's port.
     Container(Fetcher),
+    /// A Cloudflare Container of another size's class, reached through its host object (which
+    /// starts it when it is not running).
+    Hosted(Stub),
 }
 
 pub struct Daemon {
@@ -56,7 +64,9 @@ impl Daemon {
         // container cannot sign for any other sandbox. The local daemon serves many sandboxes
         // and holds the master.
         let secret = match transport {
-            Transport::Container(_) => container_key(&secret, sandbox_id).into_bytes(),
+            Transport::Container(_) | Transport::Hosted(_) => {
+                container_key(&secret, sandbox_id).into_bytes()
+            }
             Transport::Local { .. } => secret,
         };
         Ok(Daemon {
@@ -78,7 +88,7 @@ impl Daemon {
     fn url(&self, path: &str) -> String {
         let base = match &self.transport {
             Transport::Local { base } => base.as_str(),
-            Transport::Container(_) => "http://sandbox-daemon",
+            Transport::Container(_) | Transport::Hosted(_) => CONTAINER_ORIGIN,
         };
         format!("{base}/v1/sandboxes/{}{path}", self.sandbox_id)
     }
@@ -90,6 +100,13 @@ impl Daemon {
             match &self.transport {
                 Transport::Local { .. } => Fetch::Request(request).send().await,
                 Transport::Container(fetcher) => fetcher.fetch_request(request).await,
+                Transport::Hosted(host) => {
+                    let mut request = request;
+                    request
+                        .headers_mut()?
+                        .set(SANDBOX_HEADER, &self.sandbox_id)?;
+                    host.fetch_with_request(request).await
+                }
             }
         };
         let outcome = match limit {
@@ -146,7 +163,9 @@ impl Daemon {
     pub async fn health(&self) -> Result<()> {
         let url = match &self.transport {
             Transport::Local { base } => format!("{base}/v1/health"),
-            Transport::Container(_) => "http://sandbox-daemon/v1/health".to_string(),
+            Transport::Container(_) | Transport::Hosted(_) => {
+                format!("{CONTAINER_ORIGIN}/v1/health")
+            }
         };
         let request = Request::new(&url, Method::Get)?;
         let response = self.dispatch(request, Some(Duration::from_secs(5))).await?;

@@ -21,16 +21,12 @@ impl SandboxHandler for SandboxObject {
     async fn info(&self, _: Info) -> Result<SandboxInfo> {
         let record = self.record()?;
         if record.status == Status::Running {
-            if let Ok(daemon) = self.daemon(&record.id).await {
+            if let Ok(daemon) = self.daemon(&record).await {
                 let state = daemon.state().await.ok();
                 return Ok(self.describe(record, state, &daemon).await);
             }
         }
-        Ok(SandboxInfo {
-            record,
-            daemon: None,
-            ports: Vec::new(),
-        })
+        Ok(self.sandbox_info(record, None, Vec::new()))
     }
 
     async fn update(&self, op: Update) -> Result<SandboxInfo> {
@@ -69,7 +65,7 @@ impl SandboxHandler for SandboxObject {
         }
         if spec_changed && record.status == Status::Running {
             // In force at once: rules for the next connection, variables for the next command.
-            let daemon = self.daemon(&record.id).await?;
+            let daemon = self.daemon(&record).await?;
             self.ensure_on(&daemon).await?;
         }
         self.info(Info {}).await
@@ -109,7 +105,7 @@ impl SandboxHandler for SandboxObject {
         store::save(&self.sql(), &record)?;
         if record.status == Status::Running {
             // In force at once: the proxy reads the secrets for every request.
-            let daemon = self.daemon(&record.id).await?;
+            let daemon = self.daemon(&record).await?;
             self.ensure_on(&daemon).await?;
         }
         self.info(Info {}).await
@@ -163,24 +159,16 @@ impl SandboxHandler for SandboxObject {
     async fn pause(&self, _: Pause) -> Result<SandboxInfo> {
         let mut record = self.record()?;
         if record.status == Status::Paused {
-            return Ok(SandboxInfo {
-                record,
-                daemon: None,
-                ports: Vec::new(),
-            });
+            return Ok(self.sandbox_info(record, None, Vec::new()));
         }
-        let container_gone = self.state.container().is_some_and(|c| !c.running());
-        if !container_gone {
-            let daemon = self.daemon(&record.id).await?;
+        if !self.container_gone(&record).await {
+            let daemon = self.daemon(&record).await?;
             match daemon.snapshot().await {
                 Ok(snapshot) => {
                     self.store_snapshot(&mut record, snapshot).await?;
                     daemon.stop().await?;
                 }
-                Err(e)
-                    if e.kind == ErrorKind::NotFound
-                        || self.state.container().is_some_and(|c| !c.running()) =>
-                {
+                Err(e) if e.kind == ErrorKind::NotFound || self.container_gone(&record).await => {
                     console_warn!(
                         "sandbox {}: its files are gone ({}); paused with its last snapshot",
                         record.id,
@@ -192,20 +180,14 @@ impl SandboxHandler for SandboxObject {
         }
         record.status = Status::Paused;
         store::save(&self.sql(), &record)?;
-        if let Some(container) = self.state.container() {
-            let _ = container.destroy(None).await;
-        }
+        self.stop_container(&record).await;
         self.sandbox_status_changed(&record).await;
-        Ok(SandboxInfo {
-            record,
-            daemon: None,
-            ports: Vec::new(),
-        })
+        Ok(self.sandbox_info(record, None, Vec::new()))
     }
 
     async fn delete(&self, _: Delete) -> Result<Ack> {
         let mut record = self.record()?;
-        match self.daemon(&record.id).await {
+        match self.daemon(&record).await {
             Ok(daemon) => match daemon.delete().await {
                 Ok(()) => {}
                 Err(e) if e.kind == ErrorKind::NotFound => {}
@@ -221,9 +203,7 @@ impl SandboxHandler for SandboxObject {
         record.status = Status::Deleted;
         store::save(&self.sql(), &record)?;
         self.state.storage().delete_alarm().await?;
-        if let Some(container) = self.state.container() {
-            let _ = container.destroy(None).await;
-        }
+        self.stop_container(&record).await;
         self.sandbox_status_changed(&record).await;
         Ok(Ack {})
     }
@@ -260,11 +240,7 @@ impl SandboxHandler for SandboxObject {
                 let daemon = self.ready().await?;
                 let record = self.record()?;
                 let state = daemon.state().await.ok();
-                Ok(SandboxInfo {
-                    record,
-                    daemon: state,
-                    ports: Vec::new(),
-                })
+                Ok(self.sandbox_info(record, state, Vec::new()))
             }
             _ => {
                 self.create_record(Create {

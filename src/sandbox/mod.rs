@@ -4,12 +4,13 @@
 //! and restores it on resume — which exec and file operations do by themselves.
 
 pub mod api;
+mod backend;
 mod container;
 mod daemon;
+pub mod host;
 mod snapshots;
 mod store;
 
-use crate::config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ledger::api::{Ledger, RegisterSandbox, SetSandboxStatus};
 use crate::registry::api::RevealSandboxSecrets;
@@ -17,7 +18,7 @@ use crate::rpc;
 use crate::sandboxes::{SandboxRecord, Status};
 use crate::time::{alarm_offset, now_ms};
 use api::{Pause, SandboxHandler, SandboxInfo, SandboxRequest, EXEC_STREAM_PATH};
-use daemon::{Daemon, Transport};
+use daemon::Daemon;
 use handoff_wire::ExecRequest;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -145,7 +146,7 @@ impl SandboxObject {
             snapshot_bytes: None,
             expires_at,
         };
-        let daemon = self.daemon(&record.id).await?;
+        let daemon = self.daemon(&record).await?;
         let state = self.put_on(&daemon, &record).await?;
         // A fork starts from its source's workspace.
         self.restore_snapshot(&record, &daemon).await?;
@@ -191,31 +192,20 @@ impl SandboxObject {
             }
             _ => Vec::new(),
         };
-        SandboxInfo {
-            record,
-            daemon: state,
-            ports,
-        }
+        self.sandbox_info(record, state, ports)
     }
 
-    /// The daemon for this sandbox on whichever backend this deployment has.
-    async fn daemon(&self, id: &str) -> Result<Daemon> {
-        if let Some(container) = self.state.container() {
-            let (daemon, started) =
-                container::daemon(&container, &self.env, id, &self.watch).await?;
-            if started {
-                // A new container's daemon has no sandbox yet: the next use puts it back.
-                self.ensured_at.set(0);
-            }
-            return Ok(daemon);
-        }
-        match config::sandbox_daemon_url(&self.env) {
-            Some(base) => Daemon::new(&self.env, Transport::Local { base }, id),
-            None => Err(Error::not_configured(format!(
-                "this deployment has no sandbox backend: set {} to a running sandbox daemon \
-                 (cargo xtask dev starts one) or deploy with Cloudflare Containers",
-                config::SANDBOX_DAEMON_URL
-            ))),
+    fn sandbox_info(
+        &self,
+        record: SandboxRecord,
+        daemon: Option<handoff_wire::SandboxState>,
+        ports: Vec<handoff_wire::PortInfo>,
+    ) -> SandboxInfo {
+        SandboxInfo {
+            instance_type: self.machine(&record).map(|m| m.name.to_string()),
+            record,
+            daemon,
+            ports,
         }
     }
 
@@ -223,7 +213,7 @@ impl SandboxObject {
     /// from its snapshot, and one the daemon lost is recreated and restored.
     async fn ready(&self) -> Result<Daemon> {
         let mut record = self.record()?;
-        let daemon = self.daemon(&record.id).await?;
+        let daemon = self.daemon(&record).await?;
         let now = now_ms();
         if record.status == Status::Paused {
             let state = self.put_on(&daemon, &record).await?;

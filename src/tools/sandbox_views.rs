@@ -1,7 +1,7 @@
 //! Outputs of the `sandbox_*` tools (their schemas are the tools' `outputSchema`).
 
 use crate::sandbox::api::SandboxInfo;
-use crate::sandboxes::{SandboxSummary, Status};
+use crate::sandboxes::{SandboxSummary, Size, Status};
 use crate::time::rfc3339;
 use handoff_wire::{EgressEntry, ExecResult, FileEntry, FileKind, Verdict};
 use schemars::JsonSchema;
@@ -38,6 +38,16 @@ pub struct IsolationView {
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineView {
+    /// e.g. `standard-2`.
+    pub instance_type: String,
+    pub vcpus: f64,
+    pub memory_mib: u32,
+    pub disk_gb: u32,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct PortView {
     pub port: u16,
     pub address: String,
@@ -63,6 +73,9 @@ pub struct SandboxView {
     /// small, medium or large, as asked at creation (absent: the backend's own limits).
     /// `isolation.limits` says what is enforced.
     pub size: Option<String>,
+    /// The Cloudflare Container it runs on (its size's instance type; `large` when no size was
+    /// asked); absent on the local backend, where the size is cgroup limits only.
+    pub machine: Option<MachineView>,
     /// The workspace directory inside the sandbox.
     pub workspace: Option<String>,
     /// Names of the sandbox's environment variables (values are not shown).
@@ -121,7 +134,16 @@ impl From<SandboxInfo> for SandboxView {
             created_at: rfc3339(r.created_at),
             last_active_at: rfc3339(r.last_active_at),
             idle_timeout_seconds: r.idle_timeout_s,
-            size: crate::sandboxes::Size::of(&r.spec).map(|s| s.as_str().to_string()),
+            size: Size::of(&r.spec).map(|s| s.as_str().to_string()),
+            machine: info.instance_type.map(|name| {
+                let machine = Size::of_spec(&r.spec).instance_type();
+                MachineView {
+                    instance_type: name,
+                    vcpus: machine.vcpus,
+                    memory_mib: machine.memory_mib,
+                    disk_gb: machine.disk_gb,
+                }
+            }),
             workspace: info.daemon.as_ref().map(|d| d.workspace.clone()),
             env_names: r.spec.env.keys().cloned().collect(),
             lifecycle: LifecycleView {

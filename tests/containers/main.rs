@@ -8,6 +8,8 @@ mod desktop;
 mod lifecycle;
 mod runs;
 mod sandboxes;
+mod secrets;
+mod sizes;
 mod workers;
 
 use handoff_tests::stack::RunStack;
@@ -20,7 +22,20 @@ use std::sync::OnceLock;
 pub fn stack() -> &'static RunStack {
     static STACK: OnceLock<RunStack> = OnceLock::new();
     STACK.get_or_init(|| {
-        let stack = RunStack::in_containers(&[("RUN_STALL_TIMEOUT_SECONDS", "60")]);
+        // The daemons in the containers trust the test CA for upstream HTTPS (secrets are
+        // swapped in on connections they open themselves), as a deployment trusts a private
+        // forge's; one line in `.dev.vars`.
+        let upstream_ca = format!(
+            "\"{}\"",
+            handoff_tests::tls::ca()
+                .pem()
+                .trim_end()
+                .replace('\n', "\\n")
+        );
+        let stack = RunStack::in_containers(&[
+            ("RUN_STALL_TIMEOUT_SECONDS", "60"),
+            ("HANDOFF_CONTAINER_UPSTREAM_CA", &upstream_ca),
+        ]);
         stop_group_at_exit(&stack.worker);
         stack
     })

@@ -4,8 +4,8 @@
 //! real value; another host gets the stand-in; the value appears nowhere the sandbox, its logs,
 //! its network log or the tools' results could show it.
 
-use handoff_tests::mcp::read;
-use handoff_tests::oauth::{browse, hidden, http, owner_browser, random, Jar};
+use handoff_tests::oauth::{browse, owner_browser, Jar};
+use handoff_tests::secrets::{set_secret, suffix, token_for, use_secret_commands};
 use handoff_tests::tls::Recorder;
 use handoff_tests::worker::with_sandboxes;
 use handoff_tests::Mcp;
@@ -15,65 +15,8 @@ fn base() -> String {
     with_sandboxes().1.url("")
 }
 
-/// The form token of the `/secrets/<action>` form on the secrets page.
-fn token_for(page: &str, action: &str) -> String {
-    let form = page
-        .split(&format!("action=\"/secrets/{action}\""))
-        .nth(1)
-        .expect("the form is on the page");
-    hidden(form, "token").expect("the form has a token")
-}
-
 async fn post(jar: &Jar, path: &str, fields: &[(&str, &str)], origin: &str) -> (u16, String) {
-    let body: String = fields
-        .iter()
-        .map(|(k, v)| {
-            let v: String = url_encode(v);
-            format!("{k}={v}")
-        })
-        .collect::<Vec<_>>()
-        .join("&");
-    let r = read(
-        http()
-            .post(format!("{}{path}", base()))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .header("origin", origin)
-            .header("cookie", jar.header())
-            .body(body)
-            .send()
-            .await
-            .expect("POST"),
-    )
-    .await;
-    (r.status, r.body)
-}
-
-fn url_encode(v: &str) -> String {
-    v.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// Sets `name` to `value` as the signed-in owner, through the page's form.
-async fn set_secret(jar: &mut Jar, name: &str, value: &str) {
-    let page = browse(&format!("{}/secrets", base()), jar).await;
-    assert_eq!(page.status, 200, "{}", page.body);
-    let token = token_for(&page.body, "set");
-    let fields = [("name", name), ("value", value), ("token", &token)];
-    let (status, body) = post(jar, "/secrets/set", &fields, &base()).await;
-    assert_eq!(status, 303, "{body}");
-}
-
-/// Letters and digits only.
-fn suffix() -> String {
-    random(12)
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .take(10)
-        .collect()
+    handoff_tests::secrets::post(&base(), jar, path, fields, origin).await
 }
 
 /// A file below `dir` that contains `needle`.
@@ -105,7 +48,7 @@ async fn a_secret_reaches_only_its_host_and_never_the_sandbox() {
     let canary = format!("canary-{}", suffix());
     let name = format!("CANARY_{}", suffix().to_uppercase());
     let mut jar = owner_browser(&base()).await;
-    set_secret(&mut jar, &name, &canary).await;
+    set_secret(&base(), &mut jar, &name, &canary).await;
 
     // Nobody else can set or see secrets: no cookie, another origin, a forged token.
     let stranger = browse(&format!("{}/secrets", base()), &mut Jar::default()).await;
@@ -178,17 +121,7 @@ async fn a_secret_reaches_only_its_host_and_never_the_sandbox() {
     assert_eq!(attached["secrets"][0]["envVar"], json!(name));
 
     let (a, b) = (allowed.port, other.port);
-    let command = format!(
-        "export NO_PROXY= no_proxy=; echo \"seen=${name}\"; \
-         curl -sS -m 10 https://127.0.0.1:{a}/curl -H \"Authorization: Bearer ${name}\"; \
-         git -c http.extraHeader= ls-remote https://x-access-token:${name}@127.0.0.1:{a}/repo.git \
-           >/dev/null 2>&1; \
-         python3 -c 'import os, urllib.request as u; \
-           r = u.Request(\"https://127.0.0.1:{a}/python\", headers={{\"X-Api-Key\": os.environ[\"{name}\"]}}); \
-           print(u.urlopen(r, timeout=10).read().decode().strip())'; \
-         curl -sS -k -m 10 https://127.0.0.1:{b}/other -H \"Authorization: Bearer ${name}\"; \
-         env; echo done"
-    );
+    let command = format!("{}env; echo done", use_secret_commands(&name, a, b, true));
     let out = mcp
         .call_ok(
             "sandbox_exec",

@@ -72,6 +72,14 @@ impl Container {
             .unwrap_or_default()
     }
 
+    /// The image it runs (wrangler names the image of each container class after the class).
+    pub fn image(&self) -> String {
+        self.inspect["Config"]["Image"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     /// The value of one variable of its environment.
     pub fn var(&self, key: &str) -> Option<String> {
         let prefix = format!("{key}=");

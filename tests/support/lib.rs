@@ -15,6 +15,7 @@ pub mod llm;
 pub mod mcp;
 pub mod oauth;
 pub mod runs;
+pub mod secrets;
 pub mod stack;
 pub mod tls;
 pub mod worker;

@@ -1,7 +1,8 @@
 //! Connecting out of the host for a sandbox: TCP to addresses already checked against the
 //! sandbox's policy — directly, or through the CONNECT proxy `HANDOFF_UPSTREAM_PROXY` names
 //! (a local container's way to the host: the egress sidecar) — TLS (rustls, Mozilla's roots,
-//! plus those in the file `HANDOFF_UPSTREAM_EXTRA_CA` names, for local servers)
+//! plus those in the file `HANDOFF_UPSTREAM_EXTRA_CA` names or the PEM text in
+//! `HANDOFF_UPSTREAM_EXTRA_CA_PEM`, for local and private servers)
 //! where a credential's upstream is `https`, and one HTTP/1 exchange per connection.
 
 use hyper::body::Incoming;
@@ -89,17 +90,24 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
             let mut roots = rustls::RootCertStore {
                 roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
             };
-            // Local forges and test servers with a CA of their own (never set in production).
+            // Upstreams with a CA of their own: local forges and test servers (a file), or a
+            // private forge of a deployment (PEM text, passed to each container).
+            let mut pems = Vec::new();
             if let Ok(file) = std::env::var("HANDOFF_UPSTREAM_EXTRA_CA") {
-                use rustls::pki_types::{pem::PemObject, CertificateDer};
-                let certs = CertificateDer::pem_file_iter(&file)
+                let pem = std::fs::read(&file)
                     .map_err(|e| format!("HANDOFF_UPSTREAM_EXTRA_CA {file}: {e}"))?;
-                for cert in certs {
-                    let cert =
-                        cert.map_err(|e| format!("HANDOFF_UPSTREAM_EXTRA_CA {file}: {e}"))?;
-                    roots
-                        .add(cert)
-                        .map_err(|e| format!("HANDOFF_UPSTREAM_EXTRA_CA {file}: {e}"))?;
+                pems.push(("HANDOFF_UPSTREAM_EXTRA_CA", pem));
+            }
+            if let Ok(text) = std::env::var("HANDOFF_UPSTREAM_EXTRA_CA_PEM") {
+                // `\n` as two characters too, as one-line configuration files carry it.
+                let pem = text.replace("\\n", "\n").into_bytes();
+                pems.push(("HANDOFF_UPSTREAM_EXTRA_CA_PEM", pem));
+            }
+            for (source, pem) in pems {
+                use rustls::pki_types::{pem::PemObject, CertificateDer};
+                for cert in CertificateDer::pem_slice_iter(&pem) {
+                    let cert = cert.map_err(|e| format!("{source}: {e}"))?;
+                    roots.add(cert).map_err(|e| format!("{source}: {e}"))?;
                 }
             }
             rustls::ClientConfig::builder_with_provider(Arc::new(

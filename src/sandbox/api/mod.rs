@@ -126,6 +126,9 @@ pub struct SandboxInfo {
     pub record: SandboxRecord,
     pub daemon: Option<SandboxState>,
     pub ports: Vec<PortInfo>,
+    /// The Cloudflare Container instance type it runs on (none: the local daemon).
+    #[serde(default)]
+    pub instance_type: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
