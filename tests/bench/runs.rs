@@ -114,10 +114,10 @@ fn bundle_size() {
     let gzipped = gz.len();
     println!("== Bundle ==");
     println!(
-        "wasm: {:.2} MB raw, {:.2} MB gzip (target <= 1.5 MB gzip) {}",
+        "wasm: {:.2} MB raw, {:.0} KB gzip -9 (target <= 450 KB gzip) {}",
         bytes.len() as f64 / 1e6,
-        gzipped as f64 / 1e6,
-        verdict(gzipped as f64 <= 1.5e6)
+        gzipped as f64 / 1e3,
+        verdict(gzipped as f64 <= 450e3)
     );
 }
 
