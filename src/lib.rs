@@ -28,6 +28,7 @@ mod page;
 mod preview;
 mod principal;
 mod proxy;
+mod recent;
 mod registry;
 mod repository;
 mod rpc;

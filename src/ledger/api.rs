@@ -1,12 +1,14 @@
 //! What the run ledger can be asked, and the typed client the Worker and other Durable Objects use.
 
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
+use crate::recent::Recent;
 pub use crate::rpc::Page;
 use crate::rpc::{self, Ack};
 use crate::runs::{
     ProgressDetail, RunError, RunOutcome, RunRecord, RunSpec, RunStatus, SessionRecord,
 };
 use crate::sandboxes::{SandboxSummary, Status};
+use crate::time::now_ms;
 use crate::workers::{Approval, Decision};
 use serde::{Deserialize, Serialize};
 use worker::{Env, Stub};
@@ -240,21 +242,58 @@ impl Ledger {
         Ok(ledger)
     }
 
-    /// Sends one of the ledger's ops and decodes its reply.
+    /// Sends one of the ledger's ops and decodes its reply. With an MCP session the ledger
+    /// checks it first, every time; what that check answers is remembered for
+    /// `check_mcp_session`.
     pub async fn call<O: rpc::Op<Request = LedgerRequest>>(&self, op: O) -> Result<O::Reply> {
         let envelope = Envelope {
             mcp_session: self.mcp_session.clone(),
             op: op.into(),
         };
-        rpc::send(&self.stub, &envelope).await
+        let closing = matches!(envelope.op, LedgerRequest::CloseMcpSession(_));
+        let reply = rpc::send(&self.stub, &envelope).await;
+        if let Some(session) = &self.mcp_session {
+            let key = session.cache_key();
+            match &reply {
+                Err(e) if e.kind == ErrorKind::McpSessionGone => {
+                    LIVE_SESSIONS.with(|c| c.forget(&key))
+                }
+                _ if closing => LIVE_SESSIONS.with(|c| c.forget(&key)),
+                Ok(_) => LIVE_SESSIONS.with(|c| c.put(key, (), now_ms())),
+                Err(_) => {}
+            }
+        }
+        reply
     }
 
-    /// Checks the handle's MCP session (only the envelope's check); a handle without one (the
-    /// stateless era) has nothing to check and costs no round trip.
+    /// Checks the handle's MCP session for calls that do not otherwise reach the ledger (the
+    /// sandbox and registry tools, `ping`, the lists): free when this isolate saw the ledger
+    /// accept the session within `SESSION_TRUST_MS`, one round trip otherwise. A handle without
+    /// a session (the stateless era) has nothing to check.
     pub async fn check_mcp_session(&self) -> Result<()> {
-        if self.mcp_session.is_none() {
+        let Some(session) = &self.mcp_session else {
+            return Ok(());
+        };
+        let key = session.cache_key();
+        if LIVE_SESSIONS.with(|c| c.get(&key, now_ms())).is_some() {
             return Ok(());
         }
         self.call(CheckMcpSession {}).await.map(|_| ())
+    }
+}
+
+/// How long an isolate trusts that an MCP session the ledger accepted is still live, for calls
+/// that do not reach the ledger anyway: a session ended elsewhere (DELETE on another isolate,
+/// expiry) can still reach sandboxes and the registry for at most this long; every ledger call
+/// checks it each time.
+pub const SESSION_TRUST_MS: i64 = 5_000;
+
+thread_local! {
+    static LIVE_SESSIONS: Recent<()> = const { Recent::new(SESSION_TRUST_MS, 4096) };
+}
+
+impl McpSessionRef {
+    fn cache_key(&self) -> String {
+        format!("{}\n{}", self.id, self.principal)
     }
 }

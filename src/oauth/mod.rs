@@ -87,19 +87,49 @@ pub async fn verify_access_token(env: &Env, token: &str, base: &str) -> Result<O
             return Ok(None);
         }
     }
-    let grant = AuthStore::get(env)?
-        .call(
-            vec![],
-            VerifyAccess {
-                token: token.to_string(),
-            },
-        )
-        .await?;
+    let key = crate::mac::sha256_hex(token.as_bytes());
+    let now = crate::time::now_ms();
+    let cached = VALID_ACCESS
+        .with(|c| c.get(&key, now))
+        .filter(|g| g.expires_at > now);
+    let grant = match cached {
+        Some(grant) => Some(grant),
+        None => {
+            let grant = AuthStore::get(env)?
+                .call(
+                    vec![],
+                    VerifyAccess {
+                        token: token.to_string(),
+                    },
+                )
+                .await?;
+            VALID_ACCESS.with(|c| match &grant {
+                Some(g) => c.put(key, g.clone(), now),
+                None => c.forget(&key),
+            });
+            grant
+        }
+    };
     Ok(grant
         .filter(|g| g.resource == metadata::resource(base))
         .map(|g| Principal {
             id: format!("oauth:{}", g.client_id),
         }))
+}
+
+/// How long an isolate trusts an access token the auth store accepted (never past its expiry):
+/// a token revoked through another isolate still works there for at most this long. A
+/// revocation through this isolate takes effect here at once.
+pub const ACCESS_TRUST_MS: i64 = 5_000;
+
+thread_local! {
+    static VALID_ACCESS: crate::recent::Recent<crate::authstore::api::AccessGrant> =
+        const { crate::recent::Recent::new(ACCESS_TRUST_MS, 4096) };
+}
+
+/// Forgets every access token this isolate trusted (after a revocation).
+pub(crate) fn forget_trusted_tokens() {
+    VALID_ACCESS.with(|c| c.clear());
 }
 
 /// An RFC 6749 error response: `{"error", "error_description"}`, never cached.

@@ -154,7 +154,12 @@ pub async fn token(mut req: Request, env: &Env, base: &str) -> Response {
         Ok(TokenReply::Refused {
             error: code,
             description,
-        }) => error(400, &code, description),
+        }) => {
+            // A reused code or refresh token revokes the tokens issued from it: nothing this
+            // isolate trusted may outlive them here.
+            super::forget_trusted_tokens();
+            error(400, &code, description)
+        }
         Err(e) => error_from(&e),
     }
 }
@@ -171,7 +176,11 @@ pub async fn revoke(mut req: Request, env: &Env) -> Response {
         token: token.to_string(),
         client_id: client.id.clone(),
     };
-    match store.call(vec![limit], op).await {
+    let outcome = store.call(vec![limit], op).await;
+    // Whatever the token was (an access token, or a refresh token whose grant's access tokens
+    // die with it), nothing this isolate trusted may outlive it here.
+    super::forget_trusted_tokens();
+    match outcome {
         // RFC 7009: 200 whether or not the token was known.
         Ok(_) => {
             let mut response = http::json(200, &serde_json::json!({}));

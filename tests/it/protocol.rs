@@ -143,6 +143,10 @@ async fn sessions_are_required_checked_and_ended_by_delete() {
             .await
         }
     };
+    let before = mcp
+        .post(&json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"secret_list","arguments":{}}}).to_string(), &[])
+        .await;
+    assert_eq!(before.status, 200, "{}", before.body);
     assert_eq!(delete(mcp.session.clone()).await.status, 204);
     let after = mcp.post(&ping, &[]).await;
     assert_eq!(after.status, 404, "ended session: {}", after.body);
@@ -150,6 +154,12 @@ async fn sessions_are_required_checked_and_ended_by_delete() {
         .post(&json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"opencode_list_runs","arguments":{}}}).to_string(), &[])
         .await;
     assert_eq!(tool_after.status, 404, "tool call in ended session");
+    // Tools that never reach the ledger trust a session the isolate saw live a moment ago
+    // (src/ledger/api.rs, SESSION_TRUST_MS); ending it here ends that trust at once.
+    let registry_after = mcp
+        .post(&json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"secret_list","arguments":{}}}).to_string(), &[])
+        .await;
+    assert_eq!(registry_after.status, 404, "registry tool in ended session");
     assert_eq!(delete(mcp.session.clone()).await.status, 404);
 }
 

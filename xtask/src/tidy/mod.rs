@@ -45,8 +45,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "infrastructure",
         &[
-            "config", "cookies", "forge", "html", "http", "jwt", "links", "mac", "markdown", "rpc",
-            "seal", "tokens",
+            "config", "cookies", "forge", "html", "http", "jwt", "links", "mac", "markdown",
+            "recent", "rpc", "seal", "tokens",
         ],
     ),
     (
