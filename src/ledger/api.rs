@@ -266,6 +266,29 @@ impl Ledger {
         reply
     }
 
+    /// Opens an MCP session for `principal` and returns its id; this isolate trusts it at once
+    /// (the client's `notifications/initialized` and first calls cost no session round trip).
+    pub async fn open_mcp_session(
+        &self,
+        principal: &str,
+        protocol_version: &str,
+        client: Option<String>,
+    ) -> Result<String> {
+        let opened = self
+            .call(OpenMcpSession {
+                principal: principal.to_string(),
+                protocol_version: protocol_version.to_string(),
+                client,
+            })
+            .await?;
+        let session = McpSessionRef {
+            id: opened.id.clone(),
+            principal: principal.to_string(),
+        };
+        LIVE_SESSIONS.with(|c| c.put(session.cache_key(), (), now_ms()));
+        Ok(opened.id)
+    }
+
     /// Checks the handle's MCP session for calls that do not otherwise reach the ledger (the
     /// sandbox and registry tools, `ping`, the lists): free when this isolate saw the ledger
     /// accept the session within `SESSION_TRUST_MS`, one round trip otherwise. A handle without

@@ -9,7 +9,7 @@ use super::task_view::Era;
 use super::tasks;
 use super::{prompts, resources};
 use crate::error::{Error, ErrorKind};
-use crate::ledger::api::{Ledger, OpenMcpSession};
+use crate::ledger::api::Ledger;
 use crate::principal::Principal;
 use crate::tools::{self, CallError, Ctx};
 use rmcp::model::{CallToolRequestParams, InitializeRequestParams, RequestId};
@@ -30,14 +30,9 @@ pub async fn initialize(
     let client = format!("{} {}", params.client_info.name, params.client_info.version);
     let session_id = Ledger::get(env)
         .map_err(|e| internal(&id, &e))?
-        .call(OpenMcpSession {
-            principal: principal.id.clone(),
-            protocol_version: version.to_string(),
-            client: Some(client),
-        })
+        .open_mcp_session(&principal.id, version, Some(client))
         .await
-        .map_err(|e| internal(&id, &e))?
-        .id;
+        .map_err(|e| internal(&id, &e))?;
     let mut result = serde_json::to_value(protocol::initialize_result(version))
         .map_err(|e| internal(&id, &Error::from(e)))?;
     if version == protocol::TASKS_VERSION {

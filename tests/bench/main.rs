@@ -9,6 +9,7 @@ mod runs;
 mod sandbox_features;
 mod sandboxes;
 mod stats;
+mod ts_sdk;
 mod workers;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

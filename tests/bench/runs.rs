@@ -23,6 +23,7 @@ pub async fn run() {
     println!("\n== Seeding 100 runs ==");
     let sessions = seed(&mcp, Vec::new(), 100).await;
     let run_id = first_run(&mcp).await;
+    let run_id_for_sdk = run_id.clone();
 
     println!("\n== Latency and throughput (100 runs in the ledger) ==");
     println!(
@@ -64,6 +65,8 @@ pub async fn run() {
         "opencode_list_runs, 10 clients",
         &measure(&mcp, 10, SAMPLES_PER_CLIENT, list).await,
     );
+
+    crate::ts_sdk::run(&base, &run_id_for_sdk, floor.p50).await;
 
     println!("\n== Seeding to 10,000 runs ==");
     seed(&mcp, sessions, 10_000 - 100).await;

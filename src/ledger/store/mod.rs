@@ -214,6 +214,12 @@ struct RunRow {
     metered_tokens: Option<i64>,
     model_calls: Option<i64>,
     callback_url: Option<String>,
+    /// `[[status, at], …]` in order, when the query asks for it (`get_run`).
+    #[serde(default)]
+    transitions_json: Option<String>,
+    /// `[[phase, at], …]` in order, likewise.
+    #[serde(default)]
+    phases_json: Option<String>,
 }
 
 impl RunRow {
@@ -307,26 +313,43 @@ pub(super) fn runs_where(
         .collect()
 }
 
-/// One run with its transitions, or `None`.
+/// One run with its transitions and phases, or `None` — in one query (the hot path of
+/// `opencode_get_result`: each query is a round trip between the object's code and SQLite).
 pub fn get_run(sql: &SqlStorage, run_id: &str) -> Result<Option<RunRecord>> {
-    let Some((_, mut run)) = runs_where(sql, "WHERE id = ?", vec![run_id.into()])?.pop() else {
+    let query = format!(
+        "SELECT {RUN_COLUMNS}, \
+         (SELECT json_group_array(json_array(status, at)) FROM \
+           (SELECT status, at FROM run_transitions WHERE run_id = runs.id ORDER BY seq)) \
+           AS transitions_json, \
+         (SELECT json_group_array(json_array(phase, at)) FROM \
+           (SELECT phase, at FROM run_phases WHERE run_id = runs.id ORDER BY seq)) \
+           AS phases_json \
+         FROM runs WHERE id = ?"
+    );
+    let Some(mut row) = sql
+        .exec(&query, vec![run_id.into()])?
+        .to_array::<RunRow>()?
+        .pop()
+    else {
         return Ok(None);
     };
-    #[derive(Deserialize)]
-    struct Row {
-        status: String,
-        at: i64,
-    }
-    run.transitions = sql
-        .exec(
-            "SELECT status, at FROM run_transitions WHERE run_id = ? ORDER BY seq",
-            vec![run_id.into()],
-        )?
-        .to_array::<Row>()?
+    let marks = |json: Option<String>| -> Result<Vec<(String, i64)>> {
+        serde_json::from_str(json.as_deref().unwrap_or("[]"))
+            .map_err(|e| Error::internal(format!("run {run_id}: stored marks: {e}")))
+    };
+    let transitions = marks(row.transitions_json.take())?;
+    let phases = marks(row.phases_json.take())?;
+    let (_, mut run) = row.into_record()?;
+    run.transitions = transitions
         .into_iter()
-        .filter_map(|r| RunStatus::parse(&r.status).map(|status| Transition { status, at: r.at }))
+        .filter_map(|(status, at)| {
+            RunStatus::parse(&status).map(|status| Transition { status, at })
+        })
         .collect();
-    run.phases = phases(sql, run_id)?;
+    run.phases = phases
+        .into_iter()
+        .map(|(phase, at)| crate::runs::PhaseMark { phase, at })
+        .collect();
     if let Some(callback) = &mut run.callback {
         callback.delivery = delivery_of(sql, run_id)?;
     }

@@ -152,13 +152,3 @@ pub fn mark_phase(sql: &SqlStorage, run_id: &str, phase: &str, now: i64) -> Resu
     )?;
     Ok(())
 }
-
-/// A run's phases, oldest first.
-pub fn phases(sql: &SqlStorage, run_id: &str) -> Result<Vec<crate::runs::PhaseMark>> {
-    Ok(sql
-        .exec(
-            "SELECT phase, at FROM run_phases WHERE run_id = ? ORDER BY seq",
-            vec![run_id.into()],
-        )?
-        .to_array::<crate::runs::PhaseMark>()?)
-}
