@@ -129,7 +129,19 @@ pub(crate) use ops;
 
 /// Sends a request to a Durable Object and decodes its reply.
 pub async fn send<Op: Serialize, T: DeserializeOwned>(stub: &Stub, op: &Op) -> Result<T> {
-    let body = serde_json::to_string(op)?;
+    let text = send_text(stub, serde_json::to_string(op)?).await?;
+    decode_reply(&text)
+}
+
+/// A reply's JSON as its type.
+pub fn decode_reply<T: DeserializeOwned>(text: &str) -> Result<T> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::internal(format!("undecodable reply from a Durable Object: {e}")))
+}
+
+/// Sends an op already in JSON and returns the reply's JSON (an error reply decoded). Not
+/// generic: one copy of the exchange serves every op (the bundle has one, not one per op).
+pub async fn send_text(stub: &Stub, body: String) -> Result<String> {
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(body.into()));
     let request = Request::new_with_init("https://durable-object/rpc", &init)?;
@@ -137,8 +149,7 @@ pub async fn send<Op: Serialize, T: DeserializeOwned>(stub: &Stub, op: &Op) -> R
     let status = response.status_code();
     let text = response.text().await?;
     if status == 200 {
-        serde_json::from_str(&text)
-            .map_err(|e| Error::internal(format!("undecodable reply from a Durable Object: {e}")))
+        Ok(text)
     } else {
         Err(decode_error(status, text))
     }
@@ -200,10 +211,14 @@ where
 }
 
 /// Reads an op from a request a Durable Object received.
-async fn read_op<Op: DeserializeOwned>(mut req: Request) -> Result<Op> {
-    let text = req.text().await?;
+async fn read_op<Op: DeserializeOwned>(req: Request) -> Result<Op> {
+    let text = read_text(req).await?;
     serde_json::from_str(&text)
         .map_err(|e| Error::internal(format!("malformed internal request: {e}")))
+}
+
+async fn read_text(mut req: Request) -> Result<String> {
+    Ok(req.text().await?)
 }
 
 /// Turns a handler's result into the response `call` decodes.

@@ -250,8 +250,15 @@ impl Ledger {
             mcp_session: self.mcp_session.clone(),
             op: op.into(),
         };
+        let text = self.exchange(&envelope).await?;
+        rpc::decode_reply(&text)
+    }
+
+    /// Sends an envelope and returns the reply's JSON, remembering what the ledger said of the
+    /// session (not generic: one copy for every op).
+    async fn exchange(&self, envelope: &Envelope) -> Result<String> {
         let closing = matches!(envelope.op, LedgerRequest::CloseMcpSession(_));
-        let reply = rpc::send(&self.stub, &envelope).await;
+        let reply = rpc::send_text(&self.stub, serde_json::to_string(envelope)?).await;
         if let Some(session) = &self.mcp_session {
             let key = session.cache_key();
             match &reply {

@@ -222,15 +222,32 @@ impl Daemon {
         limit: Duration,
     ) -> Result<T> {
         let body = match body {
-            Some(b) => Some(serde_json::to_string(b)?.into()),
+            Some(b) => Some(serde_json::to_string(b)?),
             None => None,
         };
-        let mut response = self
-            .send(method, path, body, Some("application/json"), limit)
-            .await?;
-        let text = response.text().await?;
+        let text = self.exchange_json(method, path, body, limit).await?;
         serde_json::from_str(&text)
             .map_err(|e| Error::internal(format!("undecodable daemon reply: {e}")))
+    }
+
+    /// Sends a JSON body (if any), returns the reply's JSON (not generic: one copy for all).
+    async fn exchange_json(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+        limit: Duration,
+    ) -> Result<String> {
+        let mut response = self
+            .send(
+                method,
+                path,
+                body.map(Into::into),
+                Some("application/json"),
+                limit,
+            )
+            .await?;
+        Ok(response.text().await?)
     }
 
     pub async fn put(&self, spec: &SandboxSpec) -> Result<SandboxState> {

@@ -33,6 +33,7 @@ pub(super) async fn registry(ctx: &Ctx<'_>) -> Result<RegistryClient> {
     registry::client(ctx.env)
 }
 
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))] // listed from catalog.json there
 pub(super) fn annotations(
     read_only: bool,
     destructive: bool,

@@ -4,6 +4,7 @@
 //! once for both `tools/list` and `tools/call`.
 
 mod access;
+mod catalog;
 mod params;
 mod run_controls;
 mod runs;
@@ -16,6 +17,7 @@ mod sandbox_tasks;
 mod sandbox_templates;
 mod sandbox_update;
 mod sandbox_views;
+#[cfg(not(target_arch = "wasm32"))]
 mod schema;
 mod views;
 mod wait;
@@ -27,8 +29,9 @@ mod workers;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ledger::api::Ledger;
 use crate::principal::Principal;
-use rmcp::handler::server::tool::{schema_for_input, schema_for_type};
-use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
+#[cfg(not(target_arch = "wasm32"))]
+use rmcp::model::Tool;
+use rmcp::model::{CallToolResult, ContentBlock, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{Map, Value};
@@ -66,6 +69,9 @@ impl Ctx<'_> {
     }
 }
 
+/// On wasm the title, description and annotations are read from `catalog.json` (generated from
+/// these natively), so the Worker's own code never reads them.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 pub(crate) trait ToolHandler {
     const NAME: &'static str;
     const TITLE: &'static str;
@@ -97,33 +103,6 @@ pub enum CallError {
     SessionGone(Error),
     /// The work could not be started (for calls that answer a task rather than a result).
     Failed(Error),
-}
-
-fn definition<T: ToolHandler>() -> Tool {
-    let description = match T::DESCRIPTION {
-        Some(text) => text.to_string(),
-        None => schema_for_type::<T::Params>()
-            .get("description")
-            .and_then(Value::as_str)
-            .map(schema::unwrap_lines)
-            .unwrap_or_default(),
-    };
-    let input = schema_for_input::<T::Params>()
-        .unwrap_or_else(|e| panic!("input schema of {}: {e}", T::NAME));
-    let mut tool = Tool::new(T::NAME, description, input)
-        .with_title(T::TITLE)
-        .with_output_schema::<T::Output>()
-        .annotate(T::annotations().with_title_opt(T::TITLE));
-    let input = std::sync::Arc::make_mut(&mut tool.input_schema);
-    schema::tidy(input);
-    // A tool without parameters still lists its (empty) properties: some clients require them.
-    input
-        .entry("properties")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Some(output) = tool.output_schema.as_mut() {
-        schema::tidy(std::sync::Arc::make_mut(output));
-    }
-    tool
 }
 
 async fn invoke<T: ToolHandler>(
@@ -235,43 +214,17 @@ pub fn invalid_arguments_result(message: &str) -> CallToolResult {
     )))
 }
 
-trait AnnotationsExt {
-    fn with_title_opt(self, title: &str) -> Self;
-}
-
-impl AnnotationsExt for ToolAnnotations {
-    fn with_title_opt(mut self, title: &str) -> Self {
-        self.title = Some(title.to_string());
-        self
-    }
-}
-
 macro_rules! tool_set {
     ($($tool:ty),+ $(,)?) => {
         /// Every tool, in the order `tools/list` shows them.
+        #[cfg(not(target_arch = "wasm32"))]
         pub fn definitions() -> Vec<Tool> {
-            vec![$(definition::<$tool>()),+]
+            vec![$(catalog::generated::definition::<$tool>()),+]
         }
 
-        /// The `tools/list` result, built once per isolate (schemas never change at run time).
+        /// The `tools/list` result.
         pub fn list_result() -> Value {
-            thread_local! {
-                static LIST: Value = {
-                    let tools: Vec<Value> = definitions()
-                        .into_iter()
-                        .map(|tool| {
-                            let tasks = supports_tasks(&tool.name);
-                            let mut value = serde_json::json!(tool);
-                            if tasks {
-                                value["execution"] = serde_json::json!({"taskSupport": "optional"});
-                            }
-                            value
-                        })
-                        .collect();
-                    serde_json::json!({ "tools": tools })
-                };
-            }
-            LIST.with(Value::clone)
+            catalog::list()
         }
 
         /// Whether the named tool takes task-augmented calls.

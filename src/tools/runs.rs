@@ -281,6 +281,7 @@ pub(super) fn view(ctx: &Ctx<'_>, run: RunRecord) -> RunView {
     RunView::at(run, url, now_ms())
 }
 
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))] // listed from catalog.json there
 pub(super) fn read_only() -> ToolAnnotations {
     ToolAnnotations::new()
         .read_only(true)

@@ -16,6 +16,7 @@ pub fn build(tools: &Tools) -> Result {
     if is_fresh() {
         return Ok(());
     }
+    write_catalog(tools)?;
     println!("xtask: building the Worker (release wasm)");
     let root = root();
     let mut cmd = tools.command(tools.cargo_bin.join("worker-build"));
@@ -38,6 +39,26 @@ pub fn build(tools: &Tools) -> Result {
         ));
     }
     strip_names(tools, &root.join("build/index_bg.wasm"))
+}
+
+/// Writes `src/tools/catalog.json` (the tools' schemas, which the wasm serves as they are) from
+/// the tools' types, natively, when it differs: the unit test that checks it, told to write.
+fn write_catalog(tools: &Tools) -> Result {
+    println!("xtask: writing src/tools/catalog.json (tool schemas) if it changed");
+    let mut cmd = tools.command("cargo");
+    cmd.args([
+        "test",
+        "--quiet",
+        "-p",
+        "handoff",
+        "--lib",
+        "tools::catalog::tests::catalog_json_is_what_the_types_generate",
+        "--",
+        "--exact",
+    ])
+    .env("HANDOFF_WRITE_CATALOG", "1")
+    .current_dir(root());
+    proc::run(&mut cmd)
 }
 
 /// Drops the function names worker-build keeps in the wasm (650 KB raw, 160 KB gzipped of a

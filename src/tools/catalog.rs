@@ -1,0 +1,119 @@
+//! The `tools/list` result. Its schemas are generated from the tools' Rust types (schemars, doc
+//! comments) natively, and the Worker serves the same JSON from `catalog.json`, written by
+//! `cargo xtask build` before it builds the wasm: the schema generator and every type's schema
+//! code stay out of the bundle (76 KB gzipped), and no isolate spends its first `tools/list`
+//! generating them. A unit test fails when the file is not what the types generate.
+
+use serde_json::Value;
+
+/// The `tools/list` result, read once per isolate.
+pub fn list() -> Value {
+    thread_local! {
+        static LIST: Value = load();
+    }
+    LIST.with(Value::clone)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn load() -> Value {
+    serde_json::from_str(include_str!("catalog.json")).unwrap_or_else(|e| {
+        worker::console_error!("src/tools/catalog.json does not parse: {e}");
+        serde_json::json!({ "tools": [] })
+    })
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn load() -> Value {
+    generated::list()
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+pub(super) mod generated {
+    use super::super::{definitions, schema, supports_tasks, ToolHandler};
+    use rmcp::handler::server::tool::{schema_for_input, schema_for_type};
+    use rmcp::model::{Tool, ToolAnnotations};
+    use serde_json::{Map, Value};
+
+    /// The `tools/list` result as the tools' types describe them.
+    pub fn list() -> Value {
+        let tools: Vec<Value> = definitions()
+            .into_iter()
+            .map(|tool| {
+                let tasks = supports_tasks(&tool.name);
+                let mut value = serde_json::json!(tool);
+                if tasks {
+                    value["execution"] = serde_json::json!({"taskSupport": "optional"});
+                }
+                value
+            })
+            .collect();
+        serde_json::json!({ "tools": tools })
+    }
+
+    /// `catalog.json`'s text.
+    #[cfg(test)]
+    pub fn text() -> String {
+        let mut text = serde_json::to_string_pretty(&list()).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    pub fn definition<T: ToolHandler>() -> Tool {
+        let description = match T::DESCRIPTION {
+            Some(text) => text.to_string(),
+            None => schema_for_type::<T::Params>()
+                .get("description")
+                .and_then(Value::as_str)
+                .map(schema::unwrap_lines)
+                .unwrap_or_default(),
+        };
+        let input = schema_for_input::<T::Params>()
+            .unwrap_or_else(|e| panic!("input schema of {}: {e}", T::NAME));
+        let mut tool = Tool::new(T::NAME, description, input)
+            .with_title(T::TITLE)
+            .with_output_schema::<T::Output>()
+            .annotate(T::annotations().with_title_opt(T::TITLE));
+        let input = std::sync::Arc::make_mut(&mut tool.input_schema);
+        schema::tidy(input);
+        // A tool without parameters still lists its (empty) properties: some clients require
+        // them.
+        input
+            .entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(output) = tool.output_schema.as_mut() {
+            schema::tidy(std::sync::Arc::make_mut(output));
+        }
+        tool
+    }
+
+    trait AnnotationsExt {
+        fn with_title_opt(self, title: &str) -> Self;
+    }
+
+    impl AnnotationsExt for ToolAnnotations {
+        fn with_title_opt(mut self, title: &str) -> Self {
+            self.title = Some(title.to_string());
+            self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `catalog.json` is what the types generate; with `HANDOFF_WRITE_CATALOG=1` (what
+    /// `cargo xtask build` sets) the test writes it instead.
+    #[test]
+    fn catalog_json_is_what_the_types_generate() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/tools/catalog.json");
+        let generated = super::generated::text();
+        let stored = std::fs::read_to_string(&path).unwrap_or_default();
+        if stored == generated {
+            return;
+        }
+        if std::env::var("HANDOFF_WRITE_CATALOG").as_deref() == Ok("1") {
+            std::fs::write(&path, generated).expect("write src/tools/catalog.json");
+            return;
+        }
+        panic!("src/tools/catalog.json is out of date: `cargo xtask build` writes it (commit it)");
+    }
+}
