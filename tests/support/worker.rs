@@ -120,6 +120,20 @@ impl Worker {
     /// Writes a config for this instance and starts it; panics with wrangler's output if it does
     /// not become healthy.
     pub fn start(options: WorkerOptions) -> Worker {
+        // A free port can be taken by another server of a parallel test before wrangler binds
+        // it; then the instance starts again on another one.
+        for attempt in 1.. {
+            let mut worker = Worker::configure(options.clone());
+            match worker.try_spawn() {
+                Ok(()) => return worker,
+                Err(tail) if port_taken(&tail) && attempt < 4 => continue,
+                Err(tail) => panic!("{tail}"),
+            }
+        }
+        unreachable!("the loop returns or panics")
+    }
+
+    fn configure(options: WorkerOptions) -> Worker {
         let dir = crate::scratch_dir("it");
         std::fs::create_dir_all(dir.join("state")).expect("create instance dir");
         let port = free_port();
@@ -131,15 +145,13 @@ impl Worker {
             );
         }
         write_config(&dir, &options);
-        let mut worker = Worker {
+        Worker {
             port,
             dir,
             child: None,
             // With containers, wrangler builds the sandbox image before it serves.
             startup: Duration::from_secs(if options.containers { 900 } else { 90 }),
-        };
-        worker.spawn();
-        worker
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -150,7 +162,7 @@ impl Worker {
         self.dir.join("state")
     }
 
-    fn spawn(&mut self) {
+    fn spawn_once(&mut self) -> Result<(), String> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -186,23 +198,38 @@ impl Worker {
             .process_group(0);
         let child = cmd.spawn().expect("start wrangler dev");
         self.child = Some(child);
-        self.wait_healthy();
+        self.wait_healthy()
     }
 
-    fn wait_healthy(&mut self) {
+    /// Starts wrangler dev; on failure, stops what is left and returns its output's end.
+    fn try_spawn(&mut self) -> Result<(), String> {
+        let outcome = self.spawn_once();
+        if outcome.is_err() {
+            self.stop();
+        }
+        outcome
+    }
+
+    fn wait_healthy(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + self.startup;
         while Instant::now() < deadline {
             if let Some(child) = &mut self.child {
                 if let Ok(Some(status)) = child.try_wait() {
-                    panic!("wrangler dev exited ({status}):\n{}", self.log_tail());
+                    return Err(format!(
+                        "wrangler dev exited ({status}):\n{}",
+                        self.log_tail()
+                    ));
                 }
             }
             if http_status(self.port, "/health") == Some(200) {
-                return;
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("wrangler dev did not become healthy:\n{}", self.log_tail());
+        Err(format!(
+            "wrangler dev did not become healthy:\n{}",
+            self.log_tail()
+        ))
     }
 
     pub fn log_tail(&self) -> String {
@@ -219,10 +246,19 @@ impl Worker {
         }
     }
 
-    /// Stops and starts again on the same port with the same state.
+    /// Stops and starts again on the same port with the same state (waiting for the port when
+    /// the old instance's sockets are slow to go).
     pub fn restart(&mut self) {
         self.stop();
-        self.spawn();
+        for attempt in 1.. {
+            match self.try_spawn() {
+                Ok(()) => return,
+                Err(tail) if port_taken(&tail) && attempt < 10 => {
+                    std::thread::sleep(Duration::from_millis(500))
+                }
+                Err(tail) => panic!("{tail}"),
+            }
+        }
     }
 }
 
@@ -322,6 +358,11 @@ pub fn kill_group(pgid: i32) {
             libc::killpg(pgid, libc::SIGKILL);
         }
     }
+}
+
+/// Whether wrangler's output says its port was taken.
+fn port_taken(output: &str) -> bool {
+    output.contains("Address already in use")
 }
 
 /// A port nothing listens on right now.
