@@ -2,7 +2,9 @@
 //! comments) natively, and the Worker serves the same JSON from `catalog.json`, written by
 //! `cargo xtask build` before it builds the wasm: the schema generator and every type's schema
 //! code stay out of the bundle (76 KB gzipped), and no isolate spends its first `tools/list`
-//! generating them. A unit test fails when the file is not what the types generate.
+//! generating them. Every build whose sources changed writes it first, so the Worker always
+//! serves what the types say; the unit test (run alone, as `cargo test` does) fails when the
+//! committed file lags behind them.
 
 use serde_json::Value;
 

@@ -92,3 +92,12 @@ pub fn use_secret_commands(name: &str, allowed: u16, other: u16, git: bool) -> S
          curl -sS -k -m 20 https://127.0.0.1:{other}/other -H \"Authorization: Bearer ${name}\"; "
     )
 }
+
+/// A host the secret is not for got its stand-in (from the commands above) and never `value`.
+pub fn got_only_the_stand_in(heads: &[String], value: &str) {
+    assert!(
+        heads.iter().any(|h| h.contains("Bearer handoff-stand-in-")),
+        "{heads:#?}"
+    );
+    assert!(!heads.iter().any(|h| h.contains(value)), "{heads:#?}");
+}

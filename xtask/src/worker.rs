@@ -58,7 +58,13 @@ fn write_catalog(tools: &Tools) -> Result {
     ])
     .env("HANDOFF_WRITE_CATALOG", "1")
     .current_dir(root());
-    proc::run(&mut cmd)
+    let path = root().join("src/tools/catalog.json");
+    let before = std::fs::read(&path).ok();
+    proc::run(&mut cmd)?;
+    if std::fs::read(&path).ok() != before {
+        println!("xtask: src/tools/catalog.json changed with the tools' types: commit it");
+    }
+    Ok(())
 }
 
 /// Drops the function names worker-build keeps in the wasm (650 KB raw, 160 KB gzipped of a
