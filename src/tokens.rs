@@ -1,6 +1,10 @@
 //! Scoped credentials for sandboxes: HS256 tokens (signed with `PROXY_JWT_SECRET`) naming one
 //! service, one run and — for the forge — one repository, expiring no later than the run's
 //! deadline. The credential proxy swaps them for the real keys.
+//!
+//! A session's agent, which lives across the session's runs, holds a model token naming the
+//! session instead (`scope: "session"`): the proxy lets it through only while one of the
+//! session's runs is in progress, and counts its calls to that run.
 
 use crate::config;
 use crate::error::{Error, Result};
@@ -44,7 +48,14 @@ pub struct ProxyClaims {
     /// `owner/repo` for git and forge tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo: Option<String>,
+    /// [`SESSION_SCOPE`]: `sub` is a work session, and the token stands for whichever of its
+    /// runs is in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
+
+/// The scope of a model token that names a work session rather than a run.
+pub const SESSION_SCOPE: &str = "session";
 
 fn secret(env: &Env) -> Result<Vec<u8>> {
     config::proxy_secret(env).ok_or_else(|| {
@@ -64,13 +75,38 @@ pub fn mint(
     repo: Option<&str>,
     exp: i64,
 ) -> Result<String> {
+    let repo = repo.map(str::to_ascii_lowercase);
+    sign(env, service, run_id, exp, repo, None)
+}
+
+/// A model token for a work session's agent, valid until `exp`: it reaches the model only while
+/// one of the session's runs is in progress.
+pub fn mint_for_session(env: &Env, service: Service, session_id: &str, exp: i64) -> Result<String> {
+    if !matches!(service, Service::Anthropic | Service::OpenAi) {
+        return Err(Error::internal(
+            "only model tokens are minted for a session",
+        ));
+    }
+    let scope = Some(SESSION_SCOPE.to_string());
+    sign(env, service, session_id, exp, None, scope)
+}
+
+fn sign(
+    env: &Env,
+    service: Service,
+    sub: &str,
+    exp: i64,
+    repo: Option<String>,
+    scope: Option<String>,
+) -> Result<String> {
     let claims = ProxyClaims {
         iss: ISSUER.into(),
         aud: service.audience().into(),
-        sub: run_id.to_string(),
+        sub: sub.to_string(),
         jti: ids::new_id("tok_"),
         exp,
-        repo: repo.map(str::to_ascii_lowercase),
+        repo,
+        scope,
     };
     jwt::sign(&secret(env)?, &claims)
         .map_err(|e| Error::internal(format!("signing a proxy token: {e}")))

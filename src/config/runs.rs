@@ -1,5 +1,5 @@
-//! Settings of runs' completion callbacks and budgets (documented in `.dev.vars.example` with
-//! the rest).
+//! Settings of runs' completion callbacks, budgets and kept agents (documented in
+//! `.dev.vars.example` with the rest).
 
 use super::{get, MIN_SIGNING_KEY_LEN};
 use crate::budget::Budget;
@@ -24,8 +24,22 @@ pub const DEFAULT_MAX_TOKENS: &str = "RUN_DEFAULT_MAX_TOKENS";
 /// `RUN_MAX_DURATION_SECONDS` still bounds every run).
 pub const DEFAULT_MAX_DURATION_SECONDS: &str = "RUN_DEFAULT_MAX_DURATION_SECONDS";
 
+/// Var: how long a session's OpenCode keeps serving after a coding run, for the next one, in
+/// seconds (default 600; 0: it stops with each run).
+pub const AGENT_KEEP_SECONDS: &str = "RUN_AGENT_KEEP_SECONDS";
+
+pub const DEFAULT_AGENT_KEEP_SECS: u64 = 600;
 pub const DEFAULT_CALLBACK_RETRY_SECS: u64 = 10;
 pub const DEFAULT_CALLBACK_WINDOW_SECS: u64 = 24 * 3600;
+
+/// How long a session's agent waits for the next run (0: it stops with each run; at most a day).
+pub fn agent_keep_ms(env: &Env) -> i64 {
+    get(env, AGENT_KEEP_SECONDS)
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(DEFAULT_AGENT_KEEP_SECS)
+        .min(86_400) as i64
+        * 1000
+}
 
 pub fn callback_secret(env: &Env) -> Option<Vec<u8>> {
     get(env, CALLBACK_SECRET)

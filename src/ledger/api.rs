@@ -74,6 +74,8 @@ rpc::ops! {
         subscribe: Subscribe { uri: String, run_id: String } => Ack;
         unsubscribe: Unsubscribe { uri: String } => Ack;
         get_run: GetRun { run_id: String } => RunRecord;
+        /// The work session's run in progress (starting or running); not found when none is.
+        session_run: SessionRun { session_id: String } => RunRecord;
         /// Newest first, strictly older than `before` (a sequence number).
         list_runs: ListRuns {
             session_id: Option<String>,

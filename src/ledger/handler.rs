@@ -128,6 +128,12 @@ impl LedgerHandler for Call<'_> {
         find_run(&self.sql, &op.run_id)
     }
 
+    async fn session_run(&self, op: SessionRun) -> Result<RunRecord> {
+        store::session_run(&self.sql, &op.session_id)?.ok_or_else(|| {
+            Error::not_found(format!("session {} has no run in progress", op.session_id))
+        })
+    }
+
     async fn list_runs(&self, op: ListRuns) -> Result<Page<RunRecord>> {
         let (items, next) = store::list_runs(
             &self.sql,

@@ -23,7 +23,7 @@ mod receive_pack;
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http;
-use crate::ledger::api::{GetRun, Ledger};
+use crate::ledger::api::{GetRun, Ledger, SessionRun};
 use crate::runs::RunRecord;
 use crate::tokens::{self, ProxyClaims, Service};
 use base64::engine::general_purpose::STANDARD as B64;
@@ -87,7 +87,7 @@ async fn route(mut req: Request, env: &Env) -> Result<Response> {
         }
         "git" => {
             let (repo, operation) = git_target(tail, &req.method())?;
-            let (claims, run) = authorize(env, bearer(&req), Service::Git, Some(&repo)).await?;
+            let (_, run) = authorize(env, bearer(&req), Service::Git, Some(&repo)).await?;
             let query = query(&req)?;
             let push =
                 operation == "git-receive-pack" || query.contains("service=git-receive-pack");
@@ -99,7 +99,7 @@ async fn route(mut req: Request, env: &Env) -> Result<Response> {
                 ));
             }
             let body = if operation == "git-receive-pack" {
-                Some(checked_push(&mut req, &claims.sub).await?)
+                Some(checked_push(&mut req, &run.id).await?)
             } else {
                 req.inner().body().map(JsValue::from)
             };
@@ -209,6 +209,17 @@ async fn authorize(
 ) -> Result<(ProxyClaims, RunRecord)> {
     let token = token.ok_or_else(|| Error::new(ErrorKind::Unauthorized, "missing proxy token"))?;
     let claims = tokens::verify(env, &token, service)?;
+    let model = matches!(service, Service::Anthropic | Service::OpenAi);
+    let for_session = match claims.scope.as_deref() {
+        None => false,
+        Some(tokens::SESSION_SCOPE) if model => true,
+        Some(_) => {
+            return Err(Error::new(
+                ErrorKind::Unauthorized,
+                "this token's scope is not accepted here",
+            ))
+        }
+    };
     if let Some(repo) = repo {
         if claims.repo.as_deref() != Some(repo.to_ascii_lowercase().as_str()) {
             return Err(Error::new(
@@ -217,18 +228,28 @@ async fn authorize(
             ));
         }
     }
-    let get = GetRun {
-        run_id: claims.sub.clone(),
+    let ledger = Ledger::get(env)?;
+    let found = if for_session {
+        let op = SessionRun {
+            session_id: claims.sub.clone(),
+        };
+        ledger.call(op).await
+    } else {
+        let op = GetRun {
+            run_id: claims.sub.clone(),
+        };
+        ledger.call(op).await
     };
-    let run = Ledger::get(env)?
-        .call(get)
-        .await
-        .map_err(|e| match e.kind {
-            ErrorKind::NotFound => {
-                Error::new(ErrorKind::Unauthorized, "the token's run does not exist")
-            }
-            _ => e,
-        })?;
+    let run = found.map_err(|e| match e.kind {
+        ErrorKind::NotFound if for_session => Error::new(
+            ErrorKind::Unauthorized,
+            "the token's session has no run in progress",
+        ),
+        ErrorKind::NotFound => {
+            Error::new(ErrorKind::Unauthorized, "the token's run does not exist")
+        }
+        _ => e,
+    })?;
     if run.status.is_terminal() {
         return Err(Error::new(
             ErrorKind::Unauthorized,

@@ -28,7 +28,9 @@ impl Driver<'_> {
                 .is_ok(),
             Err(_) => false,
         };
-        self.stop_agent(&current).await;
+        // An agent whose turn ended by itself serves the session's next run.
+        let keep = current.worker.is_none() && current.stop.is_none() && turn.error.is_none();
+        self.release_agent(&current, keep).await?;
         // Stopped over budget — by the session, or by the proxy refusing the next model call.
         let stop = current.stop.clone().or_else(|| {
             turn.error

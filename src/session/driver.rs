@@ -79,7 +79,11 @@ impl Driver<'_> {
         let Some(current) = store::current(&self.sql)? else {
             return match store::next_pending(&self.sql)? {
                 Some(run_id) => self.begin(&run_id).await,
-                None => Ok(Next::Idle),
+                // A kept agent waits a while for the session's next run, then stops.
+                None => Ok(match self.expire_kept_agent().await? {
+                    Some(left) => Next::After(left),
+                    None => Next::Idle,
+                }),
             };
         };
         let run = self
@@ -145,6 +149,8 @@ impl Driver<'_> {
             sandbox_born: None,
             worker: None,
             stop: None,
+            looked_at: None,
+            reported: None,
         };
         self.save(&current)?;
         Ok(Next::Now)
@@ -215,6 +221,16 @@ impl Driver<'_> {
                     idle_timeout_s: 900,
                 };
                 self.sandbox()?.call(ensure).await?;
+                if run.repository.is_some() {
+                    // OpenCode starts while the repository is cloned; the next phases wait for
+                    // it. A failure here is met again, and reported, when the agent starts.
+                    if let Err(e) = self
+                        .launch_agent(&mut current, run, &Default::default())
+                        .await
+                    {
+                        console_warn!("session {}: starting OpenCode early: {e}", self.session_id);
+                    }
+                }
                 current.phase = if run.repository.is_some() {
                     Phase::Cloning
                 } else {

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::runs::{RunErrorCode, RunRecord};
 use crate::sandbox::api::Info;
 use crate::time::now_ms;
+use serde_json::json;
 
 impl Driver<'_> {
     /// One look at the working agent.
@@ -25,6 +26,17 @@ impl Driver<'_> {
             self.fail(&current, RunErrorCode::TimedOut, message).await?;
             return Ok(Next::Now);
         }
+        // A read of the messages costs OpenCode tens of milliseconds of CPU, its status a few:
+        // while the agent is busy, the messages are read every LOOK_EVERY_MS only.
+        let now = now_ms();
+        if current.looked_at.is_some_and(|at| now - at < LOOK_EVERY_MS) {
+            match agent.activity(&session).await {
+                Ok(Activity::Busy) => return Ok(Next::After(config::poll_interval_ms(self.env))),
+                Ok(_) => {}
+                Err(e) => return self.agent_unreachable(&current, e).await,
+            }
+        }
+        current.looked_at = Some(now);
         // Messages first, then the status: a turn read as settled and a session idle after it
         // is really over, whereas the other order races a step that starts in between.
         let messages = match agent.messages(&session, Some(60)).await {
@@ -59,12 +71,18 @@ impl Driver<'_> {
             self.save(&current)?;
             return Ok(Next::Now);
         }
-        self.progress(
-            &current,
-            &policy::working_message(&activity, &current.detail),
-        )
-        .await?;
+        let message = policy::working_message(&activity, &current.detail);
+        let digest =
+            crate::mac::sha256_hex(json!([message, current.detail]).to_string().as_bytes());
         let now = now_ms();
+        let repeat = match &current.reported {
+            Some((last, at)) => *last != digest || now - at >= REPORT_EVERY_MS,
+            None => true,
+        };
+        if repeat {
+            self.progress(&current, &message).await?;
+            current.reported = Some((digest, now));
+        }
         let look = Look {
             idle: activity == Activity::Idle,
             answered: turn.answered,
@@ -115,6 +133,11 @@ impl Driver<'_> {
         Ok(Next::Now)
     }
 }
+
+/// How often the messages of a busy agent are read.
+const LOOK_EVERY_MS: i64 = 2_000;
+/// How often an unchanged progress report is repeated (it keeps the stall watchdog fed).
+const REPORT_EVERY_MS: i64 = 10_000;
 
 /// Whether the run is over its budget, counting the agent's usage as just read.
 fn over_budget(run: &RunRecord, current: &Current) -> Option<String> {

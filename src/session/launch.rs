@@ -4,18 +4,19 @@
 
 use super::driver::{argv, Driver};
 use super::git;
-use super::opencode::{self, Agent};
-use super::store::{self, Current, SandboxBirth};
+use super::keep::still_running;
+use super::opencode;
+use super::store::{self, Current, KeptAgent, SandboxBirth};
 use crate::config;
 use crate::error::{Error, Result};
 use crate::ids;
 use crate::runs::RunRecord;
-use crate::sandbox::api::{Exec, Info, Kill, Logs, Spawn, WriteFile};
+use crate::sandbox::api::{Exec, Info, Kill, Logs, SandboxClient, Spawn, WriteFile};
 use crate::time::now_ms;
-use crate::tokens::Service;
+use crate::tokens::{self, Service};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use handoff_wire::StartProcess;
+use handoff_wire::{StartProcess, WORKSPACE};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -37,21 +38,134 @@ pub(super) struct AgentSetup {
     pub env: BTreeMap<String, String>,
 }
 
+/// OpenCode's configuration and environment for one run.
+struct Launch {
+    env: BTreeMap<String, String>,
+    /// Digest of everything but the model token (see [`KeptAgent::setup`]).
+    digest: String,
+    /// When the model token expires (ms); `None`: run-scoped, so the agent is not kept.
+    session_token_expires_at: Option<i64>,
+}
+
 impl Driver<'_> {
+    /// Starts OpenCode for the run (or keeps the one the session's last coding run left
+    /// serving, when it fits) and waits until it answers.
     pub(super) async fn start_agent(
         &self,
         current: &mut Current,
         run: &RunRecord,
         setup: &AgentSetup,
     ) -> Result<()> {
+        self.launch_agent(current, run, setup).await?;
+        self.await_agent(current).await
+    }
+
+    /// Gets OpenCode going without waiting for it to answer: the kept agent when its setup is
+    /// this run's and its token outlives the run, otherwise a new one (the old one stopped).
+    pub(super) async fn launch_agent(
+        &self,
+        current: &mut Current,
+        run: &RunRecord,
+        setup: &AgentSetup,
+    ) -> Result<()> {
         let sandbox = self.sandbox()?;
+        let launch = self.agent_launch(current, run, setup)?;
+        let mut meta = store::meta(&self.sql)?;
+        if let Some(kept) = meta.agent.take() {
+            let alive = still_running(&sandbox, &kept).await;
+            let fits = launch.session_token_expires_at.is_some()
+                && kept.setup == launch.digest
+                && kept.token_expires_at >= current.deadline;
+            if alive && fits {
+                current.agent_process = Some(kept.process);
+                current.sandbox_born = kept.born.clone();
+                meta.agent = Some(KeptAgent {
+                    released_at: None,
+                    ..kept
+                });
+                store::save_meta(&self.sql, &meta)?;
+                return self.save(current);
+            }
+            if alive {
+                let _ = sandbox.call(Kill { id: kept.process }).await;
+            }
+            if current.agent_process == Some(kept.process) {
+                current.agent_process = None;
+            }
+            store::save_meta(&self.sql, &meta)?;
+        }
         if let Some(old) = current.agent_process.take() {
             let _ = sandbox.call(Kill { id: old }).await;
         }
-        let dirs: Vec<String> = ["home", "config", "data", "cache", "state"]
-            .iter()
-            .map(|d| format!("{AGENT_STATE}/{d}"))
-            .collect();
+        self.prepare_agent_state(&sandbox).await?;
+        let request = StartProcess {
+            command: String::new(),
+            argv: Some(
+                [
+                    "opencode",
+                    "serve",
+                    "--port",
+                    &opencode::PORT.to_string(),
+                    "--hostname",
+                    "127.0.0.1",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ),
+            // OpenCode serves whichever directory a request names, so it can start before the
+            // clone is there.
+            cwd: Some(WORKSPACE.to_string()),
+            env: launch.env,
+            timeout_ms: None,
+        };
+        let process = sandbox.call(Spawn { request }).await?;
+        current.agent_process = Some(process.id);
+        current.sandbox_born = sandbox.call(Info {}).await?.daemon.map(|d| SandboxBirth {
+            created_at: d.created_at,
+            container: d.isolation.level == "container",
+        });
+        if let Some(token_expires_at) = launch.session_token_expires_at {
+            meta.agent = Some(KeptAgent {
+                process: process.id,
+                started_at: process.started_at,
+                setup: launch.digest,
+                token_expires_at,
+                born: current.sandbox_born.clone(),
+                released_at: None,
+            });
+            store::save_meta(&self.sql, &meta)?;
+        }
+        self.save(current)
+    }
+
+    /// Waits until the run's OpenCode answers; one that does not is stopped (and not kept).
+    async fn await_agent(&self, current: &Current) -> Result<()> {
+        let agent = self.agent(current)?;
+        let deadline = now_ms() + AGENT_START_MS;
+        while now_ms() < deadline {
+            if agent.healthy().await {
+                return Ok(());
+            }
+            Delay::from(Duration::from_millis(100)).await;
+        }
+        let Some(process) = current.agent_process else {
+            return Err(Error::internal("OpenCode was not started"));
+        };
+        let logs = agent.sandbox.call(Logs { id: process }).await.ok();
+        let tail = logs
+            .map(|l| opencode::truncate(l.stderr.trim(), 600))
+            .unwrap_or_default();
+        self.forget_kept_agent(process).await?;
+        Err(Error::internal(format!(
+            "OpenCode did not start within {} s: {tail}",
+            AGENT_START_MS / 1000
+        )))
+    }
+
+    /// OpenCode's private folders, and the global git excludes its own commits go by.
+    async fn prepare_agent_state(&self, sandbox: &SandboxClient) -> Result<()> {
+        let dirs = agent_dirs();
         let mut mkdir = vec!["mkdir", "-p"];
         mkdir.extend(dirs.iter().map(String::as_str));
         let git_config = format!("{}/git", dirs[1]);
@@ -69,6 +183,18 @@ impl Driver<'_> {
                 base64: B64.encode(git::BY_PRODUCTS),
             })
             .await?;
+        Ok(())
+    }
+
+    /// The run's OpenCode configuration and environment. A coding run's agent gets a model
+    /// token for the session, so it can serve the session's next runs; a worker's agent one
+    /// for its run alone.
+    fn agent_launch(
+        &self,
+        current: &Current,
+        run: &RunRecord,
+        setup: &AgentSetup,
+    ) -> Result<Launch> {
         let mut meta = store::meta(&self.sql)?;
         let password = match &meta.agent_password {
             Some(p) => p.clone(),
@@ -84,102 +210,33 @@ impl Driver<'_> {
             "anthropic" => Service::Anthropic,
             _ => Service::OpenAi,
         };
-        let token = self.token(current, service, None)?;
-        let worker = self.worker_url(run)?;
-        let provider_config = match service {
-            Service::Anthropic => json!({"anthropic": {"options": {
-                "baseURL": format!("{worker}/proxy/anthropic/v1"), "apiKey": token}}}),
-            _ => {
-                json!({"openai": {"npm": "@ai-sdk/openai-compatible", "name": "OpenAI-compatible (via handoff)",
-                "options": {"baseURL": format!("{worker}/proxy/openai"), "apiKey": token},
-                "models": {model.clone(): {"name": model.clone()}}}})
-            }
-        };
-        let mut config = json!({
-            "autoupdate": false,
-            "share": "disabled",
-            "permission": {"*": "allow", "webfetch": "deny"},
-            "model": format!("{provider}/{model}"),
-            "small_model": format!("{provider}/{model}"),
-            "provider": provider_config,
+        let keep = setup.tools.is_none() && setup.max_steps.is_none() && setup.env.is_empty();
+        let session_token_expires_at = keep.then(|| {
+            current
+                .deadline
+                .max(now_ms() + 2 * config::max_run_ms(self.env))
         });
-        restrict(&mut config, setup);
-        let env = BTreeMap::from([
-            ("HOME".to_string(), dirs[0].clone()),
-            ("XDG_CONFIG_HOME".to_string(), dirs[1].clone()),
-            ("XDG_DATA_HOME".to_string(), dirs[2].clone()),
-            ("XDG_CACHE_HOME".to_string(), dirs[3].clone()),
-            ("XDG_STATE_HOME".to_string(), dirs[4].clone()),
-            ("OPENCODE_CONFIG_CONTENT".to_string(), config.to_string()),
-            ("OPENCODE_DISABLE_MODELS_FETCH".to_string(), "1".to_string()),
-            ("OPENCODE_DISABLE_AUTOUPDATE".to_string(), "1".to_string()),
-            ("OPENCODE_SERVER_PASSWORD".to_string(), password.clone()),
-            (
-                "NPM_CONFIG_REGISTRY".to_string(),
-                "http://127.0.0.1:9/".to_string(),
-            ),
-            ("GIT_AUTHOR_NAME".to_string(), "handoff agent".to_string()),
-            (
-                "GIT_AUTHOR_EMAIL".to_string(),
-                "handoff@users.noreply.github.com".to_string(),
-            ),
-            (
-                "GIT_COMMITTER_NAME".to_string(),
-                "handoff agent".to_string(),
-            ),
-            (
-                "GIT_COMMITTER_EMAIL".to_string(),
-                "handoff@users.noreply.github.com".to_string(),
-            ),
-        ]);
-        let mut env = env;
+        let mut env = agent_env(&password);
         env.extend(setup.env.clone());
-        let request = StartProcess {
-            command: String::new(),
-            argv: Some(
-                [
-                    "opencode",
-                    "serve",
-                    "--port",
-                    &opencode::PORT.to_string(),
-                    "--hostname",
-                    "127.0.0.1",
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            ),
-            cwd: Some(current.dir.clone()),
+        let config = |token: &str| {
+            let mut config =
+                opencode_config(&self.worker_url(run)?, service, &provider, &model, token);
+            restrict(&mut config, setup);
+            Ok::<_, Error>(config.to_string())
+        };
+        let mut described = env.clone();
+        described.insert(CONFIG_VAR.to_string(), config("")?);
+        let digest = crate::mac::sha256_hex(json!(described).to_string().as_bytes());
+        let token = match session_token_expires_at {
+            Some(exp) => tokens::mint_for_session(self.env, service, &self.session_id, exp / 1000)?,
+            None => self.token(current, service, None)?,
+        };
+        env.insert(CONFIG_VAR.to_string(), config(&token)?);
+        Ok(Launch {
             env,
-            timeout_ms: None,
-        };
-        let process = sandbox.call(Spawn { request }).await?;
-        current.agent_process = Some(process.id);
-        current.sandbox_born = sandbox.call(Info {}).await?.daemon.map(|d| SandboxBirth {
-            created_at: d.created_at,
-            container: d.isolation.level == "container",
-        });
-        self.save(current)?;
-        let agent = Agent {
-            sandbox,
-            password,
-            dir: current.dir.clone(),
-        };
-        let deadline = now_ms() + AGENT_START_MS;
-        while now_ms() < deadline {
-            if agent.healthy().await {
-                return Ok(());
-            }
-            Delay::from(Duration::from_millis(250)).await;
-        }
-        let logs = agent.sandbox.call(Logs { id: process.id }).await.ok();
-        let tail = logs
-            .map(|l| opencode::truncate(l.stderr.trim(), 600))
-            .unwrap_or_default();
-        Err(Error::internal(format!(
-            "OpenCode did not start within {} s: {tail}",
-            AGENT_START_MS / 1000
-        )))
+            digest,
+            session_token_expires_at,
+        })
     }
 
     /// Hands the run's task to the agent (`text`: the worker's instructions instead, with the
@@ -225,6 +282,72 @@ impl Driver<'_> {
         }
         Ok(())
     }
+}
+
+/// The variable OpenCode reads its configuration from.
+const CONFIG_VAR: &str = "OPENCODE_CONFIG_CONTENT";
+
+/// OpenCode's home and XDG folders, in [`AGENT_STATE`].
+fn agent_dirs() -> Vec<String> {
+    ["home", "config", "data", "cache", "state"]
+        .iter()
+        .map(|d| format!("{AGENT_STATE}/{d}"))
+        .collect()
+}
+
+/// OpenCode's environment apart from its configuration.
+fn agent_env(password: &str) -> BTreeMap<String, String> {
+    let dirs = agent_dirs();
+    let pairs = [
+        ("HOME", dirs[0].as_str()),
+        ("XDG_CONFIG_HOME", &dirs[1]),
+        ("XDG_DATA_HOME", &dirs[2]),
+        ("XDG_CACHE_HOME", &dirs[3]),
+        ("XDG_STATE_HOME", &dirs[4]),
+        ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+        ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+        ("OPENCODE_SERVER_PASSWORD", password),
+        ("NPM_CONFIG_REGISTRY", "http://127.0.0.1:9/"),
+        ("GIT_AUTHOR_NAME", "handoff agent"),
+        ("GIT_AUTHOR_EMAIL", "handoff@users.noreply.github.com"),
+        ("GIT_COMMITTER_NAME", "handoff agent"),
+        ("GIT_COMMITTER_EMAIL", "handoff@users.noreply.github.com"),
+    ];
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// OpenCode's configuration: every tool allowed but web fetches, the model through the
+/// credential proxy with `token` as its key, no snapshots of its own.
+fn opencode_config(
+    worker: &str,
+    service: Service,
+    provider: &str,
+    model: &str,
+    token: &str,
+) -> serde_json::Value {
+    let provider_config = match service {
+        Service::Anthropic => json!({"anthropic": {"options": {
+            "baseURL": format!("{worker}/proxy/anthropic/v1"), "apiKey": token}}}),
+        _ => {
+            json!({"openai": {"npm": "@ai-sdk/openai-compatible", "name": "OpenAI-compatible (via handoff)",
+            "options": {"baseURL": format!("{worker}/proxy/openai"), "apiKey": token},
+            "models": {model: {"name": model}}}})
+        }
+    };
+    json!({
+        "autoupdate": false,
+        "share": "disabled",
+        "permission": {"*": "allow", "webfetch": "deny"},
+        "model": format!("{provider}/{model}"),
+        "small_model": format!("{provider}/{model}"),
+        "provider": provider_config,
+        // OpenCode's own file snapshots (a second git store of the workspace, written and
+        // diffed at every step) serve its undo, which handoff never uses: git is the record.
+        "snapshot": false,
+    })
 }
 
 /// OpenCode's tool permissions (as of 1.18: `write` and `patch` go by `edit`), and the tools a

@@ -10,6 +10,7 @@ mod driver;
 mod finish;
 mod follow;
 mod git;
+mod keep;
 mod launch;
 mod opencode;
 mod policy;
@@ -96,7 +97,9 @@ impl SessionHandler for WorkSession {
         }
         store::enqueue(&sql, &run_id, now_ms())?;
         let storage = self.state.storage();
-        if storage.get_alarm().await?.is_none() {
+        // An idle session's alarm may be set far ahead (its kept agent's expiry): the new run
+        // starts now.
+        if storage.get_alarm().await?.is_none() || store::current(&sql)?.is_none() {
             storage.set_alarm(0).await?;
         }
         Ok(Ack {})

@@ -152,6 +152,12 @@ pub struct Current {
     /// ends failed with this message once its work is pushed.
     #[serde(default)]
     pub stop: Option<String>,
+    /// When the agent's messages were last read (see `follow.rs`).
+    #[serde(default)]
+    pub looked_at: Option<i64>,
+    /// The digest of the last progress reported while following, and when.
+    #[serde(default)]
+    pub reported: Option<(String, i64)>,
 }
 
 /// The driven worker run's own state.
@@ -211,6 +217,27 @@ pub struct Meta {
     /// The agent's session id per working directory, so later runs continue the conversation.
     #[serde(default)]
     pub agent_sessions: BTreeMap<String, String>,
+    /// The coding agent kept serving between the session's runs, so the next run need not
+    /// start it again.
+    #[serde(default)]
+    pub agent: Option<KeptAgent>,
+}
+
+/// An OpenCode server left running for the session's next coding run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeptAgent {
+    /// Its process in the sandbox, and when that started (ids alone do not outlive a daemon).
+    pub process: u64,
+    pub started_at: i64,
+    /// A digest of its configuration and environment, leaving out the model token: a run that
+    /// needs anything else starts a new agent.
+    pub setup: String,
+    /// When its session-scoped model token expires (milliseconds since the epoch).
+    pub token_expires_at: i64,
+    pub born: Option<SandboxBirth>,
+    /// When its last run let it go (`None` while a run uses it).
+    #[serde(default)]
+    pub released_at: Option<i64>,
 }
 
 pub fn meta(sql: &SqlStorage) -> Result<Meta> {

@@ -20,7 +20,7 @@ pub struct Wait;
 const POLL_MS: u64 = 1_000;
 
 /// What counts as the run moving on: its status, phase, progress message or step count. (The
-/// driver rewrites an unchanged progress line on every look at the agent; that is no change.)
+/// driver repeats an unchanged progress line now and then to feed the watchdog; that is no change.)
 #[derive(Debug, PartialEq, Eq)]
 struct Fingerprint {
     status: crate::runs::RunStatus,

@@ -2,6 +2,7 @@
 //! requests and by rmcp's MCP client. One instance is shared by most tests (each test uses its
 //! own ids); tests that restart or reconfigure the Worker start their own.
 
+mod agent_reuse;
 mod agent_runs;
 mod auth;
 mod budgets;

@@ -81,3 +81,16 @@ pub fn proxy_token(
     let key = EncodingKey::from_secret(secret.as_bytes()).expect("key");
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).expect("token")
 }
+
+/// A session-scoped model token signed with `secret` (`scope: "session"`), as the Worker mints
+/// them for a session's agent.
+pub fn session_proxy_token(secret: &str, audience: &str, session_id: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let claims = json!({"iss": "handoff", "aud": audience, "sub": session_id, "jti": "tok_test",
+        "exp": now + 600, "scope": "session"});
+    let key = EncodingKey::from_secret(secret.as_bytes()).expect("key");
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).expect("token")
+}

@@ -356,6 +356,16 @@ pub fn get_run(sql: &SqlStorage, run_id: &str) -> Result<Option<RunRecord>> {
     Ok(Some(run))
 }
 
+/// The session's run in progress, if any (a session works on one run at a time; the newest
+/// wins should two ever overlap).
+pub fn session_run(sql: &SqlStorage, session_id: &str) -> Result<Option<RunRecord>> {
+    let clause =
+        "WHERE session_id = ? AND status IN ('starting', 'running') ORDER BY seq DESC LIMIT 1";
+    Ok(runs_where(sql, clause, vec![session_id.into()])?
+        .pop()
+        .map(|(_, run)| run))
+}
+
 /// The run an idempotency key already created for this caller, with the hash of its request.
 pub fn find_by_idempotency_key(
     sql: &SqlStorage,

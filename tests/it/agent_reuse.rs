@@ -1,0 +1,177 @@
+//! A session's OpenCode serving its next runs: the same process takes the next run's task, its
+//! session-scoped model token reaches the model only for the session's run in progress (and
+//! counts there), and a kept agent stops once it has waited `RUN_AGENT_KEEP_SECONDS`.
+
+use handoff_tests::links::session_proxy_token;
+use handoff_tests::mcp::read;
+use handoff_tests::runs::{repo_name, status, terminal};
+use handoff_tests::stack::{RunStack, CANARY_ANTHROPIC_KEY, PROXY_SECRET};
+use handoff_tests::Mcp;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const RUN_TIMEOUT: Duration = Duration::from_secs(240);
+/// A budget far above what the runs use, so their results show what was spent.
+const BUDGET: u64 = 10_000_000;
+
+async fn start(mcp: &Mcp, arguments: Value) -> (String, String) {
+    let out = mcp.call_ok("opencode_run_task", arguments).await;
+    (
+        out["runId"].as_str().unwrap().to_string(),
+        out["sessionId"].as_str().unwrap().to_string(),
+    )
+}
+
+/// The process ids of `opencode serve` in the sandbox.
+async fn agents(mcp: &Mcp, sandbox: &str) -> Vec<String> {
+    let out = mcp
+        .call_ok(
+            "sandbox_exec",
+            json!({"sandboxId": sandbox, "command": "ps -eo pid=,args= | awk '$2 == \"opencode\" && $3 == \"serve\" {print $1}'"}),
+        )
+        .await;
+    out["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+fn model_calls(run: &Value) -> u64 {
+    run["budget"]["spent"]["modelCalls"].as_u64().unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_sessions_next_run_reuses_its_agent_until_it_waited_too_long() {
+    let stack = RunStack::start(&[("RUN_AGENT_KEEP_SECONDS", "8")]);
+    let mcp = Mcp::connect(&stack.url()).await;
+    let repository = stack.broken_repo(&repo_name("reuse"));
+    let (first, session) = start(
+        &mcp,
+        json!({"task": "Fix the test. [scenario:fix-add]", "repository": repository, "maxTokens": BUDGET}),
+    )
+    .await;
+    let one = mcp.wait_run(&first, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&one), "completed", "{one:#}");
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    let kept = agents(&mcp, &sandbox).await;
+    assert_eq!(
+        kept.len(),
+        1,
+        "the agent keeps serving after its run: {kept:?}"
+    );
+
+    // The next run goes to the same OpenCode, and its model calls count to it alone.
+    let (second, _) = start(
+        &mcp,
+        json!({"task": "Add follow-up notes. [scenario:followup]", "repository": repository, "sessionId": session, "maxTokens": BUDGET}),
+    )
+    .await;
+    let two = mcp.wait_run(&second, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&two), "completed", "{two:#}");
+    assert_eq!(
+        agents(&mcp, &sandbox).await,
+        kept,
+        "the same process served it"
+    );
+    let seen: Vec<_> = stack
+        .llm
+        .all_requests()
+        .into_iter()
+        .filter(|r| r.run.as_deref() == Some(second.as_str()))
+        .collect();
+    assert!(!seen.is_empty(), "the model heard the second run");
+    assert!(seen.iter().all(|r| r.api_key == CANARY_ANTHROPIC_KEY));
+    assert!(model_calls(&two) >= seen.len() as u64, "{two:#}");
+    assert_eq!(
+        model_calls(&mcp.get_run(&first).await),
+        model_calls(&one),
+        "nothing of the second run was counted to the first"
+    );
+
+    // With no run for it, the kept agent stops after RUN_AGENT_KEEP_SECONDS.
+    let waited = Instant::now();
+    while !agents(&mcp, &sandbox).await.is_empty() {
+        assert!(
+            waited.elapsed() < Duration::from_secs(40),
+            "the kept agent never stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // The next run starts a new one; while it works, the session's token reaches the model
+    // for that run, and no other session's token does.
+    let (third, _) = start(
+        &mcp,
+        json!({"task": "Wait. [scenario:slow]", "sessionId": session, "maxTokens": BUDGET}),
+    )
+    .await;
+    let working = mcp
+        .wait_run(&third, RUN_TIMEOUT, |r| {
+            r["progress"]["phase"] == "working" || terminal(r)
+        })
+        .await;
+    assert_eq!(status(&working), "running", "{working:#}");
+    let fresh = agents(&mcp, &sandbox).await;
+    assert_eq!(fresh.len(), 1);
+    assert_ne!(fresh, kept, "a new agent");
+    let http = reqwest::Client::new();
+    let messages = format!("{}/proxy/anthropic/v1/messages", stack.url());
+    let body = json!({"model": "claude-sonnet-4-5", "max_tokens": 16,
+        "messages": [{"role": "user", "content": "hello"}]});
+    let call = |token: String| {
+        http.post(&messages)
+            .header("x-api-key", token)
+            .header("anthropic-version", "2023-06-01")
+            .json(&body)
+            .send()
+    };
+    let own = session_proxy_token(PROXY_SECRET, "handoff:proxy:anthropic", &session);
+    let answered = read(call(own).await.unwrap()).await;
+    assert_eq!(answered.status, 200, "{}", answered.body);
+    let counted = mcp
+        .wait_run(&third, Duration::from_secs(20), |r| model_calls(r) >= 1)
+        .await;
+    assert!(
+        model_calls(&counted) >= 1,
+        "counted to the run in progress: {counted:#}"
+    );
+    let stranger = session_proxy_token(PROXY_SECRET, "handoff:proxy:anthropic", "ses_nobody");
+    let refused = read(call(stranger).await.unwrap()).await;
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    assert!(
+        refused.body.contains("no run in progress"),
+        "{}",
+        refused.body
+    );
+    let as_git = session_proxy_token(PROXY_SECRET, "handoff:proxy:git", &session);
+    let git = read(
+        http.get(format!(
+            "{}/proxy/git/acme/x.git/info/refs?service=git-upload-pack",
+            stack.url()
+        ))
+        .bearer_auth(as_git)
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(git.status, 401, "{}", git.body);
+    assert!(git.body.contains("scope"), "{}", git.body);
+    mcp.call_ok("opencode_cancel_run", json!({"runId": third}))
+        .await;
+    let cancelled = mcp.wait_run(&third, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&cancelled), "cancelled");
+    let after = read(
+        call(session_proxy_token(
+            PROXY_SECRET,
+            "handoff:proxy:anthropic",
+            &session,
+        ))
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(after.status, 401, "between runs: {}", after.body);
+}
