@@ -1,7 +1,7 @@
 //! JSON-RPC 2.0 framing: classifying an incoming message and building responses and errors with
 //! rmcp's wire types (`ErrorData`, `ErrorCode`, `RequestId`).
 
-use rmcp::model::{ErrorCode, ErrorData, JsonRpcResponse, JsonRpcVersion2_0, RequestId};
+use rmcp::model::{ErrorCode, ErrorData, RequestId};
 use serde_json::{json, Map, Value};
 
 /// One incoming JSON-RPC message, already checked for shape.
@@ -83,11 +83,13 @@ pub fn method_not_found(id: RequestId, method: &str) -> RpcError {
 }
 
 pub fn result(id: &RequestId, result: Value) -> Value {
-    json!(JsonRpcResponse {
-        jsonrpc: JsonRpcVersion2_0,
-        id: id.clone(),
-        result,
-    })
+    // Built around `result`, which is moved, not serialised again: a `tools/list` result is
+    // hundreds of kilobytes.
+    let mut response = Map::with_capacity(3);
+    response.insert("jsonrpc".into(), json!("2.0"));
+    response.insert("id".into(), json!(id));
+    response.insert("result".into(), result);
+    Value::Object(response)
 }
 
 /// Checks the JSON-RPC envelope of one parsed message.

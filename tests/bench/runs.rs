@@ -66,6 +66,15 @@ pub async fn run() {
         &measure(&mcp, 10, SAMPLES_PER_CLIENT, list).await,
     );
 
+    let tools = |mcp: Arc<Mcp>| async move {
+        let listed = mcp.request("tools/list", json!({})).await;
+        assert!(listed["result"]["tools"].is_array(), "{listed}");
+    };
+    report(
+        "tools/list (the whole catalog), 1 client",
+        &measure(&mcp, 1, SAMPLES_ONE_CLIENT, tools).await,
+    );
+
     crate::ts_sdk::run(&base, &run_id_for_sdk, floor.p50).await;
 
     println!("\n== Seeding to 10,000 runs ==");
