@@ -1,6 +1,7 @@
-//! A session's OpenCode serving its next runs: the same process takes the next run's task, its
-//! session-scoped model token reaches the model only for the session's run in progress (and
-//! counts there), and a kept agent stops once it has waited `RUN_AGENT_KEEP_SECONDS`.
+//! A session's OpenCode, started while the repository is cloned, serving its next runs: the
+//! same process takes the next run's task, its session-scoped model token reaches the model only
+//! for the session's run in progress (and counts there), and a kept agent stops once it has
+//! waited `RUN_AGENT_KEEP_SECONDS`.
 
 use handoff_tests::links::session_proxy_token;
 use handoff_tests::mcp::read;
@@ -38,6 +39,53 @@ async fn agents(mcp: &Mcp, sandbox: &str) -> Vec<String> {
         .collect()
 }
 
+/// When the daemon started the sandbox's running `opencode serve` (ms since the epoch).
+async fn agent_started_at(stack: &RunStack, sandbox: &str) -> i64 {
+    // A client for the existing sandbox (no create: that would reset its spec).
+    let daemon = handoff_tests::daemon::Client {
+        http: reqwest::Client::new(),
+        base: format!("{}/v1/sandboxes/{sandbox}", stack.daemon().url()),
+        id: sandbox.to_string(),
+        token: handoff_tests::links::daemon_token(sandbox, 300),
+    };
+    let listed = daemon
+        .send(reqwest::Method::GET, "/processes", None)
+        .await
+        .json();
+    listed["processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| {
+            let command = p["command"].as_str().unwrap_or_default();
+            p["running"] == true && command.contains("opencode") && command.contains("serve")
+        })
+        .and_then(|p| p["started_at"].as_i64())
+        .unwrap_or_else(|| panic!("no running OpenCode: {listed:#}"))
+}
+
+/// When a run entered `phase`, in ms since the epoch (from `2026-12-02T09:00:48.057Z`).
+fn phase_started_at(run: &Value, phase: &str) -> i64 {
+    let at = run["phases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["phase"] == phase)
+        .and_then(|p| p["startedAt"].as_str())
+        .unwrap_or_else(|| panic!("no {phase} phase: {run:#}"));
+    let number = |range: std::ops::Range<usize>| at[range].parse::<i64>().expect("a timestamp");
+    let (year, month, day) = (number(0..4), number(5..7), number(8..10));
+    // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let seconds = number(11..13) * 3600 + number(14..16) * 60 + number(17..19);
+    (days * 86_400 + seconds) * 1000 + number(20..23)
+}
+
 fn model_calls(run: &Value) -> u64 {
     run["budget"]["spent"]["modelCalls"].as_u64().unwrap_or(0)
 }
@@ -55,6 +103,13 @@ async fn a_sessions_next_run_reuses_its_agent_until_it_waited_too_long() {
     let one = mcp.wait_run(&first, RUN_TIMEOUT, terminal).await;
     assert_eq!(status(&one), "completed", "{one:#}");
     let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    // OpenCode was started before the clone, not after it.
+    let started = agent_started_at(&stack, &sandbox).await;
+    let starting_agent = phase_started_at(&one, "starting_agent");
+    assert!(
+        started < starting_agent,
+        "OpenCode started at {started}, after the clone ({starting_agent}): {one:#}"
+    );
     let kept = agents(&mcp, &sandbox).await;
     assert_eq!(
         kept.len(),
