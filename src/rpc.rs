@@ -81,8 +81,10 @@ macro_rules! ops {
         }
     ) => {
         $(#[$enum_meta])*
+        // Externally tagged (`{"op_name": {fields}}`): an internally tagged enum would buffer
+        // every request and carry a second decoder for every op (serde's `Content` path).
         #[derive(Debug, serde::Serialize, serde::Deserialize)]
-        #[serde(tag = "op", rename_all = "snake_case")]
+        #[serde(rename_all = "snake_case")]
         $vis enum $request {
             $($op($op),)*
         }

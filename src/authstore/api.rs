@@ -187,8 +187,9 @@ pub struct IssuedTokens {
 }
 
 /// The outcome of a grant: tokens, or an RFC 6749 error (`invalid_grant`, `invalid_target`, …).
+/// Externally tagged: an internally tagged enum carries a second, buffering decoder.
 #[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "result", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum TokenReply {
     Issued { tokens: IssuedTokens },
     Refused { error: String, description: String },

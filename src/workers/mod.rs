@@ -15,6 +15,7 @@ pub mod run_view;
 pub mod schedule;
 pub mod webhook;
 mod yaml;
+pub mod zones;
 
 use crate::names::named_enum;
 use serde::{Deserialize, Serialize};

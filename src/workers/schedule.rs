@@ -1,6 +1,6 @@
 //! Worker schedules: cron patterns (croner: five fields, or six with seconds; `@daily` and the
-//! other aliases; `L`, `W`, `#`) evaluated in an IANA time zone (jiff, with its database
-//! bundled), and the policy for fires missed while handoff was down.
+//! other aliases; `L`, `W`, `#`) evaluated in an IANA time zone (jiff, with the zones' rules
+//! from `zones.rs`), and the policy for fires missed while handoff was down.
 //!
 //! Missed fires: when the registry wakes up and a schedule's fire time has passed, it starts
 //! **one** run for it (marked late by how much) and moves on to the first fire time after now —
@@ -39,7 +39,7 @@ fn parse(cron: &str) -> Result<Cron, String> {
 }
 
 fn zone(name: &str) -> Result<TimeZone, String> {
-    TimeZone::get(name).map_err(|_| {
+    super::zones::get(name).ok_or_else(|| {
         format!("{name:?} is not a time zone; use an IANA name such as UTC or Europe/Berlin")
     })
 }

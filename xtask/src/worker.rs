@@ -41,28 +41,34 @@ pub fn build(tools: &Tools) -> Result {
     strip_names(tools, &root.join("build/index_bg.wasm"))
 }
 
-/// Writes `src/tools/catalog.json` (the tools' schemas, which the wasm serves as they are) from
-/// the tools' types, natively, when it differs: the unit test that checks it, told to write.
+/// Writes the files the wasm serves as they are but that are generated natively, when they
+/// differ: `src/tools/catalog.json` (the tools' schemas, from their types) and
+/// `src/workers/zones.txt` (time zone rules, from the tzdb) — the unit tests that check them,
+/// told to write.
 fn write_catalog(tools: &Tools) -> Result {
-    println!("xtask: writing src/tools/catalog.json (tool schemas) if it changed");
+    const GENERATED: [(&str, &str); 2] = [
+        (
+            "src/tools/catalog.json",
+            "tools::catalog::tests::catalog_json_is_what_the_types_generate",
+        ),
+        (
+            "src/workers/zones.txt",
+            "workers::zones::tests::zones_txt_is_what_the_tzdb_gives",
+        ),
+    ];
+    println!("xtask: writing the generated tool schemas and time zones if they changed");
     let mut cmd = tools.command("cargo");
-    cmd.args([
-        "test",
-        "--quiet",
-        "-p",
-        "handoff",
-        "--lib",
-        "tools::catalog::tests::catalog_json_is_what_the_types_generate",
-        "--",
-        "--exact",
-    ])
-    .env("HANDOFF_WRITE_CATALOG", "1")
-    .current_dir(root());
-    let path = root().join("src/tools/catalog.json");
-    let before = std::fs::read(&path).ok();
+    cmd.args(["test", "--quiet", "-p", "handoff", "--lib", "--"])
+        .args(GENERATED.map(|(_, test)| test))
+        .arg("--exact")
+        .env("HANDOFF_WRITE_CATALOG", "1")
+        .current_dir(root());
+    let before = GENERATED.map(|(path, _)| std::fs::read(root().join(path)).ok());
     proc::run(&mut cmd)?;
-    if std::fs::read(&path).ok() != before {
-        println!("xtask: src/tools/catalog.json changed with the tools' types: commit it");
+    for ((path, _), before) in GENERATED.iter().zip(before) {
+        if std::fs::read(root().join(path)).ok() != before {
+            println!("xtask: {path} changed: commit it");
+        }
     }
     Ok(())
 }

@@ -166,15 +166,15 @@ mod tests {
         let info: SandboxRequest = Info {}.into();
         assert_eq!(
             serde_json::to_value(&info).unwrap(),
-            serde_json::json!({"op": "info"})
+            serde_json::json!({"info": {}})
         );
         let kill: SandboxRequest = Kill { id: 7 }.into();
         let text = serde_json::to_string(&kill).unwrap();
-        assert_eq!(text, r#"{"op":"kill","id":7}"#);
+        assert_eq!(text, r#"{"kill":{"id":7}}"#);
         match serde_json::from_str::<SandboxRequest>(&text).unwrap() {
             SandboxRequest::Kill(Kill { id }) => assert_eq!(id, 7),
             other => panic!("decoded as {other:?}"),
         }
-        assert!(serde_json::from_str::<SandboxRequest>(r#"{"op":"format_disk"}"#).is_err());
+        assert!(serde_json::from_str::<SandboxRequest>(r#"{"format_disk":{}}"#).is_err());
     }
 }
