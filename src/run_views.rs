@@ -12,8 +12,9 @@ use serde::Serialize;
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProgressView {
-    /// What the run is doing: preparing_sandbox, cloning, starting_agent, working, pushing,
-    /// opening_pr; then done, failed or cancelled (where it was when it ended is in `phases`).
+    /// What the run is doing: preparing_sandbox, cloning, starting_agent, working
+    /// (resuming_agent while a stopped agent is started again), pushing, opening_pr; then
+    /// done, failed or cancelled (where it was when it ended is in `phases`).
     pub phase: String,
     pub message: String,
     pub updated_at: String,
@@ -63,8 +64,9 @@ pub struct ResultView {
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PhaseView {
-    /// queued, preparing_sandbox, cloning, starting_agent, working, pushing, opening_pr (worker
-    /// runs: staging, running, pending_approval, collecting), then done, failed or cancelled.
+    /// queued, preparing_sandbox, cloning, starting_agent, working (resuming_agent when the
+    /// agent stopped and was started again), pushing, opening_pr (worker runs: staging,
+    /// running, pending_approval, collecting), then done, failed or cancelled.
     pub phase: String,
     pub started_at: String,
     /// How long it lasted (absent for the phase the run is in, or ended on).

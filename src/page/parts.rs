@@ -65,6 +65,7 @@ fn phase_label(phase: &str) -> &str {
         "cloning" => "Cloning the repository",
         "starting_agent" => "Starting the agent",
         "working" => "Agent working",
+        "resuming_agent" => "Starting the stopped agent again",
         "pushing" => "Pushing the changes",
         "opening_pr" => "Opening the pull request",
         "staging" => "Staging the worker",

@@ -151,6 +151,7 @@ impl Driver<'_> {
             stop: None,
             looked_at: None,
             reported: None,
+            resumes: 0,
         };
         self.save(&current)?;
         Ok(Next::Now)
@@ -267,6 +268,7 @@ impl Driver<'_> {
                 Ok(Next::After(config::poll_interval_ms(self.env)))
             }
             Phase::Working => self.follow(current, run).await,
+            Phase::Resuming => self.resume(current, run).await,
             Phase::Finishing => self.finish(current, run).await,
             Phase::Staging | Phase::Executing | Phase::AwaitingApproval | Phase::Collecting => {
                 Err(Error::internal("a coding run has no worker phases"))

@@ -6,7 +6,7 @@ use super::opencode::{self, Activity};
 use super::policy::{self, Look, Turn};
 use super::store::{Current, Phase};
 use crate::config;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::runs::{RunErrorCode, RunRecord};
 use crate::sandbox::api::Info;
 use crate::time::now_ms;
@@ -108,7 +108,8 @@ impl Driver<'_> {
     }
 
     /// The agent did not answer. If the sandbox it ran in is gone (a new container or daemon
-    /// serves it now), the run fails at once saying so; otherwise the error goes on as it was.
+    /// serves it now), the run fails at once saying so; if the sandbox is the same and the
+    /// agent stopped, the run resumes (`resume.rs`); otherwise the error goes on as it was.
     async fn agent_unreachable(&self, current: &Current, e: Error) -> Result<Next> {
         let Some(born) = &current.sandbox_born else {
             return Err(policy::agent_gone(e));
@@ -116,7 +117,18 @@ impl Driver<'_> {
         let Ok(info) = self.sandbox()?.call(Info {}).await else {
             return Err(policy::agent_gone(e));
         };
-        if info.daemon.as_ref().map(|d| d.created_at) == Some(born.created_at) {
+        let Some(daemon) = info.daemon else {
+            // The daemon is not answering (restarting?): tried again, within MAX_FAILURES.
+            return Err(Error::unavailable(format!(
+                "the sandbox daemon is not answering: {e}"
+            )));
+        };
+        if daemon.created_at == born.created_at {
+            // The sandbox kept its files: an agent whose port is closed stopped, and is
+            // started again on its session.
+            if e.kind == ErrorKind::PortClosed {
+                return self.agent_stopped(current.clone()).await;
+            }
             return Err(policy::agent_gone(e));
         }
         let what = if born.container {

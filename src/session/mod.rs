@@ -14,6 +14,7 @@ mod keep;
 mod launch;
 mod opencode;
 mod policy;
+mod resume;
 mod store;
 mod worker_run;
 

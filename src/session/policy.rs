@@ -9,9 +9,12 @@ use crate::runs::{ProgressDetail, RunErrorCode};
 
 /// Consecutive failures to reach the sandbox before the run is given up.
 pub const MAX_FAILURES: u32 = 5;
-/// The same while a worker's script runs or waits: its process lives on in the daemon, so a
-/// daemon or Worker that is briefly away (a restart) is waited for longer.
+/// The same while a worker's script runs or waits (its process lives on in the daemon) and
+/// while the agent works (a daemon restart takes it along, but the run resumes once the daemon
+/// is back): a daemon or Worker that is briefly away is waited for longer.
 pub const MAX_FAILURES_DETACHED: u32 = 30;
+/// How many times a run's agent is started again after it stopped mid-run (`resume.rs`).
+pub const MAX_RESUMES: u32 = 3;
 /// How long the agent may stay idle without answering the prompt.
 pub const FIRST_ANSWER_MS: i64 = 120_000;
 /// How long the agent may stay idle with an answer that never completed before the turn is
@@ -27,7 +30,11 @@ pub fn retries(kind: ErrorKind, failures: u32, phase: Phase) -> bool {
 /// How many consecutive failures to reach the sandbox a step in `phase` may have.
 pub fn max_failures(phase: Phase) -> u32 {
     match phase {
-        Phase::Executing | Phase::AwaitingApproval | Phase::Collecting => MAX_FAILURES_DETACHED,
+        Phase::Executing
+        | Phase::AwaitingApproval
+        | Phase::Collecting
+        | Phase::Working
+        | Phase::Resuming => MAX_FAILURES_DETACHED,
         _ => MAX_FAILURES,
     }
 }
@@ -38,7 +45,7 @@ pub fn failure_code(kind: ErrorKind, phase: Phase) -> RunErrorCode {
         (ErrorKind::Unavailable, Phase::Working | Phase::Executing) => RunErrorCode::SandboxLost,
         (ErrorKind::Unavailable | ErrorKind::NotConfigured, _) => RunErrorCode::SandboxUnavailable,
         (_, Phase::Cloning) => RunErrorCode::CloneFailed,
-        (_, Phase::StartingAgent | Phase::Prompting) => RunErrorCode::AgentFailed,
+        (_, Phase::StartingAgent | Phase::Prompting | Phase::Resuming) => RunErrorCode::AgentFailed,
         (ErrorKind::InvalidInput, Phase::Collecting) => RunErrorCode::OutputInvalid,
         _ => RunErrorCode::RunFailed,
     }
@@ -55,6 +62,18 @@ pub fn agent_gone(e: Error) -> Error {
         Error::internal("the agent (OpenCode) stopped unexpectedly".to_string())
     } else {
         e
+    }
+}
+
+/// Why a run whose agent stopped is not resumed: a worker's agent, or one resumed too often.
+pub fn stopped_for_good(resumes: u32) -> String {
+    if resumes == 0 {
+        "the agent (OpenCode) stopped unexpectedly".to_string()
+    } else {
+        format!(
+            "the agent (OpenCode) stopped unexpectedly again after it was started again \
+             {resumes} times; the work so far is in the sandbox's workspace, unpushed"
+        )
     }
 }
 
@@ -126,6 +145,7 @@ pub fn phase_words(phase: Phase) -> &'static str {
         Phase::StartingAgent => "starting the agent",
         Phase::Prompting => "handing the task to the agent",
         Phase::Working => "the agent was working",
+        Phase::Resuming => "starting the stopped agent again",
         Phase::Finishing => "finishing",
         Phase::Staging => "writing the worker's files and inputs into the sandbox",
         Phase::Executing => "the worker was running",
@@ -164,21 +184,20 @@ mod tests {
 
     #[test]
     fn only_an_unreachable_sandbox_is_retried_and_only_a_few_times() {
-        let w = Phase::Working;
+        let w = Phase::Cloning;
         assert!(retries(ErrorKind::Unavailable, 0, w));
         assert!(retries(ErrorKind::Unavailable, MAX_FAILURES - 2, w));
         assert!(!retries(ErrorKind::Unavailable, MAX_FAILURES - 1, w));
-        // A running worker script outlives a short outage of the daemon or the Worker.
-        assert!(retries(
-            ErrorKind::Unavailable,
-            MAX_FAILURES,
-            Phase::Executing
-        ));
-        assert!(!retries(
-            ErrorKind::Unavailable,
-            MAX_FAILURES_DETACHED - 1,
-            Phase::Executing
-        ));
+        // A running worker script or a working agent outlives a short outage of the daemon or
+        // the Worker (the agent is resumed once the daemon is back).
+        for phase in [Phase::Executing, Phase::Working, Phase::Resuming] {
+            assert!(retries(ErrorKind::Unavailable, MAX_FAILURES, phase));
+            assert!(!retries(
+                ErrorKind::Unavailable,
+                MAX_FAILURES_DETACHED - 1,
+                phase
+            ));
+        }
         for kind in [
             ErrorKind::Internal,
             ErrorKind::InvalidInput,

@@ -82,6 +82,9 @@ pub enum Phase {
     StartingAgent,
     Prompting,
     Working,
+    /// OpenCode stopped while it worked, its workspace and session intact: it is started
+    /// again and told to carry on (`resume.rs`).
+    Resuming,
     Finishing,
     /// Worker runs: the worker's folder, inputs and payload written into the sandbox.
     Staging,
@@ -101,6 +104,7 @@ impl Phase {
             Phase::Cloning => "cloning",
             Phase::StartingAgent | Phase::Prompting => "starting_agent",
             Phase::Working => "working",
+            Phase::Resuming => "resuming_agent",
             Phase::Finishing => "finishing",
             Phase::Staging => "staging",
             Phase::Executing => "running",
@@ -158,6 +162,9 @@ pub struct Current {
     /// The digest of the last progress reported while following, and when.
     #[serde(default)]
     pub reported: Option<(String, i64)>,
+    /// How many times the agent was started again after it stopped mid-run.
+    #[serde(default)]
+    pub resumes: u32,
 }
 
 /// The driven worker run's own state.

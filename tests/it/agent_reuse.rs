@@ -5,7 +5,7 @@
 
 use handoff_tests::links::session_proxy_token;
 use handoff_tests::mcp::read;
-use handoff_tests::runs::{repo_name, status, terminal};
+use handoff_tests::runs::{agent_pids, repo_name, status, terminal};
 use handoff_tests::stack::{RunStack, CANARY_ANTHROPIC_KEY, PROXY_SECRET};
 use handoff_tests::Mcp;
 use serde_json::{json, Value};
@@ -21,22 +21,6 @@ async fn start(mcp: &Mcp, arguments: Value) -> (String, String) {
         out["runId"].as_str().unwrap().to_string(),
         out["sessionId"].as_str().unwrap().to_string(),
     )
-}
-
-/// The process ids of `opencode serve` in the sandbox.
-async fn agents(mcp: &Mcp, sandbox: &str) -> Vec<String> {
-    let out = mcp
-        .call_ok(
-            "sandbox_exec",
-            json!({"sandboxId": sandbox, "command": "ps -eo pid=,args= | awk '$2 == \"opencode\" && $3 == \"serve\" {print $1}'"}),
-        )
-        .await;
-    out["stdout"]
-        .as_str()
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
 }
 
 /// When the daemon started the sandbox's running `opencode serve` (ms since the epoch).
@@ -110,7 +94,7 @@ async fn a_sessions_next_run_reuses_its_agent_until_it_waited_too_long() {
         started < starting_agent,
         "OpenCode started at {started}, after the clone ({starting_agent}): {one:#}"
     );
-    let kept = agents(&mcp, &sandbox).await;
+    let kept = agent_pids(&mcp, &sandbox).await;
     assert_eq!(
         kept.len(),
         1,
@@ -126,7 +110,7 @@ async fn a_sessions_next_run_reuses_its_agent_until_it_waited_too_long() {
     let two = mcp.wait_run(&second, RUN_TIMEOUT, terminal).await;
     assert_eq!(status(&two), "completed", "{two:#}");
     assert_eq!(
-        agents(&mcp, &sandbox).await,
+        agent_pids(&mcp, &sandbox).await,
         kept,
         "the same process served it"
     );
@@ -147,7 +131,7 @@ async fn a_sessions_next_run_reuses_its_agent_until_it_waited_too_long() {
 
     // With no run for it, the kept agent stops after RUN_AGENT_KEEP_SECONDS.
     let waited = Instant::now();
-    while !agents(&mcp, &sandbox).await.is_empty() {
+    while !agent_pids(&mcp, &sandbox).await.is_empty() {
         assert!(
             waited.elapsed() < Duration::from_secs(40),
             "the kept agent never stopped"
@@ -168,7 +152,7 @@ async fn a_sessions_next_run_reuses_its_agent_until_it_waited_too_long() {
         })
         .await;
     assert_eq!(status(&working), "running", "{working:#}");
-    let fresh = agents(&mcp, &sandbox).await;
+    let fresh = agent_pids(&mcp, &sandbox).await;
     assert_eq!(fresh.len(), 1);
     assert_ne!(fresh, kept, "a new agent");
     let http = reqwest::Client::new();

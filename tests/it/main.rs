@@ -19,6 +19,7 @@ mod oauth;
 mod prompts;
 mod protocol;
 mod resources;
+mod resume;
 mod run_page;
 mod runs;
 mod sandboxes;

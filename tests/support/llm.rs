@@ -128,6 +128,12 @@ pub fn script(scenario: &str, step: usize) -> Reply {
                 .into(),
         ),
         "no-change" => Reply::Text("Nothing needed changing.".into()),
+        // Fixes add.sh in a command that then takes a while, so a test can stop the agent
+        // while it runs (resumed runs carry on from there).
+        "stopped-midway" => match step {
+            0 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh && sleep 15"),
+            _ => Reply::Text("Fixed add.sh; the agent was restarted on the way.".into()),
+        },
         "always-500" => Reply::Fail(500),
         "slow" => Reply::After(Duration::from_secs(120), Box::new(Reply::Text("too late".into()))),
         _ => Reply::Text(format!("unknown scenario {scenario:?}")),
@@ -147,6 +153,8 @@ pub struct Recorded {
     pub model: String,
     /// What the last tool call printed, as the agent sent it back (for failure messages).
     pub tool_output: Option<String>,
+    /// The text of the conversation's latest user message.
+    pub last_user: String,
 }
 
 struct LlmState {
@@ -371,6 +379,12 @@ fn record(state: &LlmState, messages: &[Value], api_key: String, model: String) 
             api_key,
             model,
             tool_output: last_tool_output(messages),
+            last_user: messages
+                .iter()
+                .rev()
+                .find(|m| m["role"] == "user" && !text_of(m).is_empty())
+                .map(text_of)
+                .unwrap_or_default(),
         });
     }
     (scenario, step)

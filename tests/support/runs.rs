@@ -1,6 +1,7 @@
 //! Small helpers for tests that start delegated runs.
 
-use serde_json::Value;
+use crate::Mcp;
+use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A repository name no other test of this process uses.
@@ -29,4 +30,20 @@ pub fn phases(run: &Value) -> Vec<&str> {
         .as_array()
         .map(|phases| phases.iter().filter_map(|p| p["phase"].as_str()).collect())
         .unwrap_or_default()
+}
+
+/// The process ids of `opencode serve` in the sandbox.
+pub async fn agent_pids(mcp: &Mcp, sandbox: &str) -> Vec<String> {
+    let out = mcp
+        .call_ok(
+            "sandbox_exec",
+            json!({"sandboxId": sandbox, "command": "ps -eo pid=,args= | awk '$2 == \"opencode\" && $3 == \"serve\" {print $1}'"}),
+        )
+        .await;
+    out["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
 }

@@ -72,6 +72,7 @@ impl Driver<'_> {
                 self.advance_worker_agent(current, run, spec).await
             }
             Phase::Cloning => Err(Error::internal("a worker run does not clone")),
+            Phase::Resuming => Err(Error::internal("a worker's agent is not resumed")),
         }
     }
 
