@@ -11,6 +11,8 @@ mod cookies;
 mod diff;
 mod error;
 mod forge;
+#[cfg(test)]
+mod fuzz;
 mod hooks;
 mod html;
 mod http;

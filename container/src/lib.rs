@@ -14,6 +14,8 @@ mod egress;
 pub mod error;
 mod exec;
 mod files;
+#[cfg(test)]
+mod fuzz_tests;
 mod git;
 mod netns;
 mod ports;

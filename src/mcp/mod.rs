@@ -4,13 +4,13 @@
 //! handled in `server`.
 
 mod failure;
-mod jsonrpc;
+pub(crate) mod jsonrpc;
 mod modern;
 mod origin;
 mod progress;
 mod prompts;
 mod protocol;
-mod resources;
+pub(crate) mod resources;
 mod server;
 mod stream;
 mod task_view;

@@ -10,7 +10,7 @@ mod consent;
 mod github;
 mod metadata;
 mod owner;
-mod params;
+pub(crate) mod params;
 mod register;
 mod signin;
 mod token;

@@ -18,7 +18,7 @@
 
 mod metered;
 mod providers;
-mod receive_pack;
+pub(crate) mod receive_pack;
 
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};

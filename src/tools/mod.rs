@@ -11,7 +11,7 @@ mod runs;
 mod sandbox;
 mod sandbox_computer;
 mod sandbox_files;
-mod sandbox_params;
+pub(crate) mod sandbox_params;
 mod sandbox_secrets;
 mod sandbox_tasks;
 mod sandbox_templates;

@@ -237,7 +237,8 @@ pub fn check_branch(branch: &str) -> Result<()> {
     } else {
         Err(Error::invalid(format!(
             "`branch` must be a git branch name: letters, digits and ._/- only, not starting \
-             with - / or ., without .. or // and not ending in / . or .lock (got {:?})",
+             with - / or ., without .. or //, no part ending in .lock and not ending in / or . \
+             (got {:?})",
             excerpt(branch)
         )))
     }

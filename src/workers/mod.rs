@@ -14,7 +14,7 @@ pub mod result_schema;
 pub mod run_view;
 pub mod schedule;
 pub mod webhook;
-mod yaml;
+pub(crate) mod yaml;
 pub mod zones;
 
 use crate::names::named_enum;

@@ -4,6 +4,7 @@
 mod agent;
 mod containers;
 mod lifecycle;
+mod load;
 mod oauth;
 mod runs;
 mod sandbox_features;
@@ -22,6 +23,7 @@ async fn main() {
         "agent" => agent::run().await,
         "oauth" => oauth::run().await,
         "workers" => workers::run().await,
+        "load" => load::run().await,
         "all" => {
             runs::run().await;
             sandboxes::run().await;
@@ -31,7 +33,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "bench: unknown benchmark {other:?}; use runs, sandboxes, containers, agent, oauth, workers or all"
+                "bench: unknown benchmark {other:?}; use runs, sandboxes, containers, agent, oauth, workers, load or all"
             );
             std::process::exit(2);
         }

@@ -15,6 +15,7 @@ mod desktop;
 mod durability;
 mod eras;
 mod exec_tasks;
+mod load;
 mod oauth;
 mod prompts;
 mod protocol;

@@ -1,8 +1,9 @@
-//! A run whose agent stops mid-run is resumed when its sandbox kept its files: OpenCode killed
-//! with `kill -9`, or the sandbox daemon stopped and started again, in the middle of the
-//! agent's command. A new OpenCode carries on in the same conversation (the model hears the
-//! resume), the run's timeline shows `resuming_agent`, and the run ends with its work pushed
-//! and its pull request open.
+//! Faults in the middle of a run. A run whose agent stops mid-run is resumed when its sandbox
+//! kept its files: OpenCode killed with `kill -9`, or the sandbox daemon stopped and started
+//! again, in the middle of the agent's command. A new OpenCode carries on in the same
+//! conversation (the model hears the resume), the run's timeline shows `resuming_agent`, and
+//! the run ends with its work pushed and its pull request open. A Worker (workerd) killed and
+//! started again mid-run picks the run up where it was, with the same agent.
 
 use handoff_tests::runs::{agent_pids, phases, repo_name, status, terminal};
 use handoff_tests::stack::{self, RunStack};
@@ -87,4 +88,26 @@ async fn a_run_survives_a_restart_of_the_sandbox_daemon() {
     // The daemon goes down with everything it started, and comes back on the same folders.
     stack.daemon_mut().restart();
     assert_resumed_and_done(&mcp, &stack, &run_id).await;
+}
+
+#[tokio::test]
+async fn a_run_survives_a_restart_of_workerd() {
+    let mut stack = RunStack::start(&[]);
+    let mcp = Mcp::connect(&stack.url()).await;
+    let (run_id, sandbox) = start_and_reach_the_command(&mcp, &stack).await;
+    let before = agent_pids(&mcp, &sandbox).await;
+    // The Worker goes down mid-run (its process group stopped) and comes back on the same
+    // state; the agent in the sandbox kept working meanwhile.
+    stack.worker.restart();
+    let mcp = mcp.reconnected();
+    let run = mcp.wait_run(&run_id, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&run), "completed", "{run:#}");
+    assert_eq!(run["result"]["changedFiles"], json!(["add.sh"]), "{run:#}");
+    assert!(run["result"]["pullRequestUrl"].is_string(), "{run:#}");
+    assert!(
+        !phases(&run).contains(&"resuming_agent"),
+        "the agent never stopped: {:?}",
+        phases(&run)
+    );
+    assert_eq!(agent_pids(&mcp, &sandbox).await, before, "the same agent");
 }

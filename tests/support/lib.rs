@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod forge;
 pub mod links;
 pub mod llm;
+pub mod load;
 pub mod mcp;
 pub mod oauth;
 pub mod runs;

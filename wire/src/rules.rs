@@ -11,7 +11,7 @@ pub const HOST_MAX: usize = 253;
 
 /// A conservative subset of git's branch-name rules that is also safe on any command line:
 /// letters, digits and `._/-`, not starting with `-`, `/` or `.`, without `..`, `//` or `/.`,
-/// not ending in `/`, `.` or `.lock`, at most 200 bytes.
+/// no part (between slashes) ending in `.lock`, not ending in `/` or `.`, at most 200 bytes.
 pub fn is_safe_branch(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 200
@@ -20,7 +20,7 @@ pub fn is_safe_branch(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"._/-".contains(&b))
         && !name.starts_with(['-', '/', '.'])
         && !name.ends_with(['/', '.'])
-        && !name.ends_with(".lock")
+        && !name.split('/').any(|part| part.ends_with(".lock"))
         && !name.contains("..")
         && !name.contains("//")
         && !name.contains("/.")
@@ -122,6 +122,7 @@ mod tests {
             "a b",
             "a..b",
             "x.lock",
+            "A.lock/a",
             "/x",
             "x/",
             "a//b",

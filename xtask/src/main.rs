@@ -21,6 +21,10 @@ commands:
   dev      install tools, build the Worker and run handoff locally on http://127.0.0.1:8787
   test     install tools, build the Worker once and run every check and test
   bench    install tools, build the Worker and print performance figures
+  load     200 opencode_run_task calls at once (keys, cut-off retries) against a fresh stack:
+           runs lost and duplicated, acknowledgement p50/p99, runs per minute
+           (HANDOFF_LOAD_CALLS, HANDOFF_LOAD_SESSIONS change the size)
+  fuzz     every parser of outside input, 100,000 cases per target (HANDOFF_FUZZ_CASES)
   tidy     check the code base's structure (file sizes, SQL placement, layers, cycles)
   screenshot URL [--out FILE] [--width W] [--height H] [--dark]
            render a page at phone size (390 × 844) to a PNG with headless Chromium
@@ -34,6 +38,8 @@ fn main() -> ExitCode {
         Some("dev") => dev::run(&args[1..]),
         Some("test") => test::run(&args[1..]),
         Some("bench") => test::bench(&args[1..]),
+        Some("load") => test::bench(&["load".to_string()]),
+        Some("fuzz") => test::fuzz(),
         Some("tidy") => tidy::run(),
         Some("screenshot") => screenshot::run(&args[1..]),
         Some("build") => setup::ensure().and_then(|tools| worker::build(&tools)),

@@ -138,3 +138,25 @@ fn step(name: &str, cmd: &mut Command) -> Result {
     );
     Ok(())
 }
+
+/// `cargo xtask fuzz`: every fuzz target of the Worker and the daemon with
+/// `HANDOFF_FUZZ_CASES` cases each (100,000 unless set), printing cases, failures and the
+/// slowest case per target. `cargo xtask test` runs the same targets with 2,000 cases.
+pub fn fuzz() -> Result {
+    let cases = std::env::var("HANDOFF_FUZZ_CASES").unwrap_or_else(|_| "100000".into());
+    println!("xtask: fuzzing every parser of outside input, {cases} cases per target");
+    let started = Instant::now();
+    for package in ["handoff", "handoff-sandbox"] {
+        let mut cmd = Command::new("cargo");
+        cmd.current_dir(root())
+            .args(["test", "--quiet", "-p", package, "--lib", "fuzz_", "--"])
+            .args(["--nocapture", "--test-threads", "2"])
+            .env("HANDOFF_FUZZ_CASES", &cases);
+        proc::run(&mut cmd)?;
+    }
+    println!(
+        "xtask: fuzzing done in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

@@ -7,7 +7,7 @@
 //! `intercept` put secrets in place of their stand-ins on HTTPS to the hosts they may go to.
 
 pub mod authority;
-mod credentials;
+pub(crate) mod credentials;
 mod http;
 mod intercept;
 mod proxy;

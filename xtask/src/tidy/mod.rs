@@ -67,6 +67,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         "adapter",
         &[
             "auth", "hooks", "mcp", "oauth", "outputs", "page", "preview", "proxy", "tools",
+            // Tests only: fuzzes the parsers of every layer up to the adapters.
+            "fuzz",
         ],
     ),
     ("entry", &["crate"]),
