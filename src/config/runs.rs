@@ -28,7 +28,24 @@ pub const DEFAULT_MAX_DURATION_SECONDS: &str = "RUN_DEFAULT_MAX_DURATION_SECONDS
 /// seconds (default 600; 0: it stops with each run).
 pub const AGENT_KEEP_SECONDS: &str = "RUN_AGENT_KEEP_SECONDS";
 
+/// Var: how long a run waits, in seconds, before it hands the agent its turn again when the
+/// model provider kept failing (429, 5xx) past OpenCode's own retries; doubled for each
+/// further attempt, up to 4 (default 30).
+pub const MODEL_RETRY_SECONDS: &str = "RUN_MODEL_RETRY_SECONDS";
+
 pub const DEFAULT_AGENT_KEEP_SECS: u64 = 600;
+pub const DEFAULT_MODEL_RETRY_SECS: u64 = 30;
+/// How many times a run's turn is handed back after the provider failed.
+pub const MODEL_RETRIES: u32 = 4;
+
+/// The wait before the `attempt`-th (1-based) new try of a turn the provider failed: the
+/// configured wait doubled for each earlier attempt, at most 10 minutes.
+pub fn model_retry_wait_ms(env: &Env, attempt: u32) -> i64 {
+    let base = get(env, MODEL_RETRY_SECONDS)
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(DEFAULT_MODEL_RETRY_SECS);
+    (base.saturating_mul(1 << attempt.saturating_sub(1).min(10))).min(600) as i64 * 1000
+}
 pub const DEFAULT_CALLBACK_RETRY_SECS: u64 = 10;
 pub const DEFAULT_CALLBACK_WINDOW_SECS: u64 = 24 * 3600;
 

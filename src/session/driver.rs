@@ -152,6 +152,8 @@ impl Driver<'_> {
             looked_at: None,
             reported: None,
             resumes: 0,
+            model_retries: 0,
+            retry_at: None,
         };
         self.save(&current)?;
         Ok(Next::Now)

@@ -26,6 +26,9 @@ impl Driver<'_> {
             self.fail(&current, RunErrorCode::TimedOut, message).await?;
             return Ok(Next::Now);
         }
+        if current.retry_at.is_some() {
+            return self.await_retry(current, run).await;
+        }
         // A read of the messages costs OpenCode tens of milliseconds of CPU, its status a few:
         // while the agent is busy, the messages are read every LOOK_EVERY_MS only.
         let now = now_ms();
@@ -94,6 +97,10 @@ impl Driver<'_> {
         };
         let (verdict, unsettled_since) = policy::judge(&look);
         current.idle_unsettled_since = unsettled_since;
+        if verdict == Turn::Over && self.retries_turn(&current, turn.retryable) {
+            let error = turn.error.clone().unwrap_or_default();
+            return self.schedule_retry(current, &error).await;
+        }
         if verdict == Turn::Over {
             current.phase = Phase::Finishing;
         }

@@ -15,6 +15,7 @@ mod launch;
 mod opencode;
 mod policy;
 mod resume;
+mod retry;
 mod store;
 mod worker_run;
 

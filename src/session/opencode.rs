@@ -209,6 +209,8 @@ pub struct Turn {
     pub last_text: Option<String>,
     /// The error of the latest answer, e.g. the provider's after retries ran out.
     pub error: Option<String>,
+    /// That error is the provider's passing trouble (429, 408, 5xx, or marked retryable).
+    pub retryable: bool,
 }
 
 /// Reads the messages that follow the prompt carrying `marker`.
@@ -256,6 +258,7 @@ pub fn read_turn(messages: &[Value], marker: &str) -> Turn {
             turn.last_text = Some(text);
         }
         turn.error = error_message(&info["error"]);
+        turn.retryable = turn.error.is_some() && is_passing(&info["error"]);
         let complete = !info["time"]["completed"].is_null();
         turn.settled = complete && (info["finish"] != "tool-calls" || turn.error.is_some());
     }
@@ -268,6 +271,15 @@ pub fn read_turn(messages: &[Value], marker: &str) -> Turn {
     let skip = steps.len().saturating_sub(RECENT_STEPS);
     turn.detail.recent = steps.into_iter().skip(skip).collect();
     turn
+}
+
+/// Whether a message error is the provider's passing trouble: rate limited, overloaded, down.
+fn is_passing(error: &Value) -> bool {
+    let data = &error["data"];
+    data["isRetryable"] == true
+        || data["statusCode"]
+            .as_u64()
+            .is_some_and(|s| s == 408 || s == 429 || (500..600).contains(&s))
 }
 
 /// The readable message of an OpenCode message error (`{name, data: {message}}`), if any.
@@ -395,6 +407,23 @@ mod tests {
             "error": {"name": "APIError", "data": {"message": "boom"}}});
         assert_eq!(settled(vec![answer(failed)]), (true, true));
         assert_eq!(settled(vec![]), (false, false));
+    }
+
+    #[test]
+    fn passing_provider_trouble_is_told_from_the_rest() {
+        let error = |data: Value| json!({"name": "APIError", "data": data});
+        assert!(is_passing(&error(json!({"statusCode": 529}))));
+        assert!(is_passing(&error(json!({"statusCode": 429}))));
+        assert!(is_passing(&error(
+            json!({"message": "x", "isRetryable": true})
+        )));
+        assert!(!is_passing(&error(json!({"statusCode": 403}))));
+        assert!(!is_passing(&error(
+            json!({"statusCode": 400, "isRetryable": false})
+        )));
+        assert!(!is_passing(
+            &json!({"name": "ProviderAuthError", "data": {}})
+        ));
     }
 
     #[test]

@@ -52,20 +52,30 @@ impl Driver<'_> {
             return Ok(Next::Now);
         }
         let marker = resume_marker(&current);
+        let text = resume_text(&current, &marker);
+        self.carry_on(current, run, &marker, &text).await
+    }
+
+    /// Tells the agent to carry on with `text` (once: a message holding `marker` is not sent
+    /// again) and follows it afresh.
+    pub(super) async fn carry_on(
+        &self,
+        mut current: Current,
+        run: &RunRecord,
+        marker: &str,
+        text: &str,
+    ) -> Result<Next> {
+        let agent = self.agent(&current)?;
+        let session = current.agent_session.clone().unwrap_or_default();
         let messages = agent.messages(&session, Some(10)).await?;
-        if !opencode::read_turn(&messages, &marker).prompted {
+        if !opencode::read_turn(&messages, marker).prompted {
             let (provider, model) = model_of(self.env, run)?;
             agent
-                .prompt(
-                    &session,
-                    &resume_text(&current, &marker),
-                    &provider,
-                    &model,
-                    None,
-                )
+                .prompt(&session, text, &provider, &model, None)
                 .await?;
         }
         current.phase = Phase::Working;
+        current.retry_at = None;
         current.looked_at = None;
         current.idle_unsettled_since = None;
         current.reported = None;

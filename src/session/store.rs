@@ -165,6 +165,12 @@ pub struct Current {
     /// How many times the agent was started again after it stopped mid-run.
     #[serde(default)]
     pub resumes: u32,
+    /// How many times the turn was handed back after the provider failed, and when the next
+    /// hand-back is due (`retry.rs`).
+    #[serde(default)]
+    pub model_retries: u32,
+    #[serde(default)]
+    pub retry_at: Option<i64>,
 }
 
 /// The driven worker run's own state.

@@ -3,7 +3,9 @@
 //! again, in the middle of the agent's command. A new OpenCode carries on in the same
 //! conversation (the model hears the resume), the run's timeline shows `resuming_agent`, and
 //! the run ends with its work pushed and its pull request open. A Worker (workerd) killed and
-//! started again mid-run picks the run up where it was, with the same agent.
+//! started again mid-run picks the run up where it was, with the same agent. A provider that
+//! answers 529 past OpenCode's own retries gets the turn handed back after a wait, and the run
+//! completes once the provider is back.
 
 use handoff_tests::runs::{agent_pids, phases, repo_name, status, terminal};
 use handoff_tests::stack::{self, RunStack};
@@ -110,4 +112,51 @@ async fn a_run_survives_a_restart_of_workerd() {
         phases(&run)
     );
     assert_eq!(agent_pids(&mcp, &sandbox).await, before, "the same agent");
+}
+
+#[tokio::test]
+async fn a_run_outlasts_a_provider_that_is_overloaded_for_a_while() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let repository = stack.broken_repo(&repo_name("overloaded"));
+    let out = mcp
+        .call_ok(
+            "opencode_run_task",
+            json!({"task": "The test in test.sh fails. Fix it. [scenario:overloaded]", "repository": repository}),
+        )
+        .await;
+    let run_id = out["runId"].as_str().unwrap().to_string();
+    let waiting = mcp
+        .wait_run(&run_id, RUN_TIMEOUT, |r| {
+            r["progress"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("model provider"))
+                || terminal(r)
+        })
+        .await;
+    assert_eq!(
+        status(&waiting),
+        "running",
+        "the wait is shown: {waiting:#}"
+    );
+    let run = mcp.wait_run(&run_id, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&run), "completed", "{run:#}");
+    assert_eq!(run["result"]["changedFiles"], json!(["add.sh"]), "{run:#}");
+    let requests: Vec<_> = stack
+        .llm
+        .all_requests()
+        .into_iter()
+        .filter(|r| r.run.as_deref() == Some(run_id.as_str()))
+        .collect();
+    assert!(
+        requests.len() > handoff_tests::llm::OVERLOADED_REQUESTS,
+        "{}",
+        requests.len()
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.last_user.contains("[handoff-retry:2:")),
+        "the turn was handed back twice"
+    );
 }

@@ -321,7 +321,11 @@ async fn messages(
     }
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let (scenario, step) = record(&state, &messages, api_key, model);
-    match resolve(&scenario, step).await {
+    let reply = match overloaded(&state, &scenario, &messages) {
+        Some(reply) => reply,
+        None => resolve(&scenario, step).await,
+    };
+    match reply {
         Reply::Tool(name, input) => stream(&state, vec![Block::Tool(name, input)], "tool_use"),
         Reply::Text(text) => stream(&state, vec![Block::Text(text)], "end_turn"),
         Reply::Fail(status) => failure(
@@ -350,6 +354,32 @@ fn failure(status: u16, error: Value) -> Response {
     response
 }
 
+/// How many of a run's first requests the `overloaded` scenario answers with 529: two turns
+/// worth of OpenCode's own tries (one and five retries each).
+pub const OVERLOADED_REQUESTS: usize = 12;
+
+/// The `overloaded` scenario: the provider answers a run's first [`OVERLOADED_REQUESTS`]
+/// requests with 529, then the agent fixes add.sh and says so (by what the conversation holds,
+/// not by counting turns, which failed answers would skew).
+fn overloaded(state: &LlmState, scenario: &str, messages: &[Value]) -> Option<Reply> {
+    if scenario != "overloaded" {
+        return None;
+    }
+    let run = run_of(messages);
+    let seen = state
+        .requests
+        .lock()
+        .ok()
+        .map_or(0, |log| log.iter().filter(|r| r.run == run).count());
+    Some(if seen <= OVERLOADED_REQUESTS {
+        Reply::Fail(529)
+    } else if last_tool_output(messages).is_none() {
+        bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh")
+    } else {
+        Reply::Text("Fixed add.sh once the provider was back.".into())
+    })
+}
+
 /// The script's reply, after any delay it asks for.
 async fn resolve(scenario: &str, step: usize) -> Reply {
     let mut reply = script(scenario, step);
@@ -360,15 +390,20 @@ async fn resolve(scenario: &str, step: usize) -> Reply {
     reply
 }
 
-fn record(state: &LlmState, messages: &[Value], api_key: String, model: String) -> (String, usize) {
-    let (scenario, step) = locate(messages);
-    let run = messages.iter().rev().map(text_of).find_map(|t| {
+/// The handoff run whose prompt the conversation carries (`[handoff:run_…]`).
+fn run_of(messages: &[Value]) -> Option<String> {
+    messages.iter().rev().map(text_of).find_map(|t| {
         let rest = t
             .rsplit("[handoff:")
             .next()
             .filter(|_| t.contains("[handoff:"))?;
         Some(rest.split(']').next()?.to_string())
-    });
+    })
+}
+
+fn record(state: &LlmState, messages: &[Value], api_key: String, model: String) -> (String, usize) {
+    let (scenario, step) = locate(messages);
+    let run = run_of(messages);
     if let Ok(mut log) = state.requests.lock() {
         log.push(Recorded {
             scenario: scenario.clone(),
@@ -416,7 +451,11 @@ async fn chat_completions(
         return chat_stream(&state, &model, Reply::Text("Scripted title".into()));
     }
     let (scenario, step) = record(&state, &messages, api_key, model.clone());
-    match resolve(&scenario, step).await {
+    let reply = match overloaded(&state, &scenario, &messages) {
+        Some(reply) => reply,
+        None => resolve(&scenario, step).await,
+    };
+    match reply {
         Reply::Fail(status) => failure(
             status,
             json!({"error": {"message": "scripted provider failure", "type": "server_error"}}),

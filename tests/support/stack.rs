@@ -70,7 +70,8 @@ impl RunStack {
             .var("FORGE_GIT_URL", forge.git_url())
             .var("FORGE_API_URL", forge.api_url())
             .var("HANDOFF_DEFAULT_MODEL", "anthropic/claude-sonnet-4-5")
-            .var("RUN_POLL_INTERVAL_MS", "500");
+            .var("RUN_POLL_INTERVAL_MS", "500")
+            .var("RUN_MODEL_RETRY_SECONDS", "1");
         for (key, value) in extra {
             options = options.var(key, *value);
         }

@@ -1,0 +1,73 @@
+//! Handing the agent its turn again after the model provider kept failing (429, 5xx) past
+//! OpenCode's own retries: the run waits `RUN_MODEL_RETRY_SECONDS` (doubling) and sends a
+//! short "carry on" into the same conversation, at most `runs_config::MODEL_RETRIES` times, so an
+//! outage of several minutes does not fail the run. The waits show as progress. A worker's
+//! agent, whose allowed tools are set per prompt, is not handed back its turn.
+
+use super::driver::{Driver, Next};
+use super::opencode;
+use super::store::Current;
+use crate::config::runs as runs_config;
+use crate::error::Result;
+use crate::runs::RunRecord;
+use crate::time::now_ms;
+
+impl Driver<'_> {
+    /// Whether a turn that ended on the provider's error `error` is tried again.
+    pub(super) fn retries_turn(&self, current: &Current, retryable: bool) -> bool {
+        retryable
+            && current.worker.is_none()
+            && current.stop.is_none()
+            && current.model_retries < runs_config::MODEL_RETRIES
+    }
+
+    /// Schedules the next try of a turn the provider failed.
+    pub(super) async fn schedule_retry(&self, mut current: Current, error: &str) -> Result<Next> {
+        current.model_retries += 1;
+        let wait = runs_config::model_retry_wait_ms(self.env, current.model_retries);
+        current.retry_at = Some(now_ms() + wait);
+        self.save(&current)?;
+        let message = format!(
+            "the model provider kept failing ({}); handing the agent its turn again in {} s \
+             (attempt {} of {})",
+            opencode::truncate(error, 300),
+            wait / 1000,
+            current.model_retries,
+            runs_config::MODEL_RETRIES
+        );
+        self.progress(&current, &message).await?;
+        Ok(Next::After(wait.min(REPORT_EVERY_MS)))
+    }
+
+    /// While a retry is scheduled: wait (saying so), then hand the turn back once.
+    pub(super) async fn await_retry(&self, current: Current, run: &RunRecord) -> Result<Next> {
+        let Some(at) = current.retry_at else {
+            return Ok(Next::Now);
+        };
+        let left = at - now_ms();
+        if left > 0 {
+            let message = format!(
+                "waiting for the model provider: the agent gets its turn again in {} s \
+                 (attempt {} of {})",
+                left.div_euclid(1000) + 1,
+                current.model_retries,
+                runs_config::MODEL_RETRIES
+            );
+            self.progress(&current, &message).await?;
+            return Ok(Next::After(left.min(REPORT_EVERY_MS)));
+        }
+        let marker = format!(
+            "[handoff-retry:{}:{}]",
+            current.model_retries, current.run_id
+        );
+        let text = format!(
+            "{marker} The model provider failed for a while and your last step did not \
+             finish. Carry on with the task from where you were, then reply with a short \
+             summary of what you changed and why."
+        );
+        self.carry_on(current, run, &marker, &text).await
+    }
+}
+
+/// How often a waiting run reports that it waits (it keeps the stall watchdog fed).
+const REPORT_EVERY_MS: i64 = 10_000;
