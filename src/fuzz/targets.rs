@@ -16,8 +16,10 @@ fn fuzz_jsonrpc_envelope() {
         if let Ok(crate::mcp::jsonrpc::Message::Request { method, .. }) =
             crate::mcp::jsonrpc::classify(value)
         {
-            // A request names its method as the client sent it.
-            prop_assert!(text.contains(&method.replace('"', "\\\"")) || method.is_empty());
+            // A request names its method as the client sent it (as it appears, escaped, in
+            // the message's JSON).
+            let quoted = serde_json::to_string(&method).unwrap_or_default();
+            prop_assert!(text.contains(quoted.trim_matches('"')), "{method:?}");
         }
         Ok(())
     });

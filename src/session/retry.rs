@@ -13,7 +13,8 @@ use crate::runs::RunRecord;
 use crate::time::now_ms;
 
 impl Driver<'_> {
-    /// Whether a turn that ended on the provider's error `error` is tried again.
+    /// Whether a turn that ended on a provider error (`retryable`: passing trouble) is handed
+    /// back: coding runs only, not stopped, fewer than `MODEL_RETRIES` times so far.
     pub(super) fn retries_turn(&self, current: &Current, retryable: bool) -> bool {
         retryable
             && current.worker.is_none()
