@@ -73,7 +73,9 @@ pub fn json<T: Serialize>(status: u16, value: &T) -> Response {
         .fixed(body)
 }
 
-/// `GET /health`: unauthenticated liveness plus configuration warnings (names only).
+/// `GET /health`: unauthenticated liveness plus configuration warnings (names only) and the
+/// size of this isolate's WebAssembly memory (what `cargo xtask soak` watches for leaks: it
+/// only grows, so a leak in handoff's own heap shows there, apart from the runtime's memory).
 pub fn health(env: &Env) -> Result<Response> {
     Ok(json(
         200,
@@ -82,8 +84,21 @@ pub fn health(env: &Env) -> Result<Response> {
             "name": "handoff",
             "version": env!("CARGO_PKG_VERSION"),
             "warnings": config::warnings(env),
+            "wasmMemoryBytes": wasm_memory_bytes(),
         }),
     ))
+}
+
+/// The WebAssembly linear memory's size (none outside wasm32).
+fn wasm_memory_bytes() -> Option<u64> {
+    #[cfg(target_arch = "wasm32")]
+    {
+        Some(core::arch::wasm32::memory_size(0) as u64 * 65_536)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        None
+    }
 }
 
 pub fn index() -> Result<Response> {

@@ -33,10 +33,40 @@ pub const AGENT_KEEP_SECONDS: &str = "RUN_AGENT_KEEP_SECONDS";
 /// further attempt, up to 4 (default 30).
 pub const MODEL_RETRY_SECONDS: &str = "RUN_MODEL_RETRY_SECONDS";
 
+/// Var: how long the model may send nothing while the agent waits on it, in seconds, before
+/// the turn is stopped and handed back like a failed one (default 180; at least 5).
+pub const MODEL_STALL_SECONDS: &str = "RUN_MODEL_STALL_SECONDS";
+
+/// Var: how long a run waits for a sandbox that stopped answering while it works on by itself
+/// (the agent working, a worker's script running) — a daemon restarting, the network between
+/// the Worker and the sandboxes down — before the run fails, in seconds (default 300).
+pub const DAEMON_OUTAGE_SECONDS: &str = "RUN_DAEMON_OUTAGE_SECONDS";
+pub const DEFAULT_DAEMON_OUTAGE_SECS: u64 = 300;
+
+/// How long an unanswering sandbox is waited for (see [`DAEMON_OUTAGE_SECONDS`]).
+pub fn daemon_outage_ms(env: &Env) -> i64 {
+    get(env, DAEMON_OUTAGE_SECONDS)
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(DEFAULT_DAEMON_OUTAGE_SECS)
+        .min(24 * 3600) as i64
+        * 1000
+}
+
 pub const DEFAULT_AGENT_KEEP_SECS: u64 = 600;
 pub const DEFAULT_MODEL_RETRY_SECS: u64 = 30;
 /// How many times a run's turn is handed back after the provider failed.
 pub const MODEL_RETRIES: u32 = 4;
+
+pub const DEFAULT_MODEL_STALL_SECS: u64 = 180;
+
+/// How long a silent model is waited for (see [`MODEL_STALL_SECONDS`]).
+pub fn model_stall_ms(env: &Env) -> i64 {
+    get(env, MODEL_STALL_SECONDS)
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(DEFAULT_MODEL_STALL_SECS)
+        .clamp(5, 24 * 3600) as i64
+        * 1000
+}
 
 /// The wait before the `attempt`-th (1-based) new try of a turn the provider failed: the
 /// configured wait doubled for each earlier attempt, at most 10 minutes.

@@ -6,7 +6,9 @@ use super::driver::{Driver, Next};
 use super::finish::{self, Failure};
 use super::git::Remote;
 use super::opencode;
+use super::policy;
 use super::store::{self, Current};
+use super::turn;
 use crate::artifacts;
 use crate::config;
 use crate::error::Result;
@@ -20,7 +22,7 @@ impl Driver<'_> {
         let agent = self.agent(&current)?;
         let session = current.agent_session.clone().unwrap_or_default();
         let messages = agent.messages(&session, None).await?;
-        let turn = opencode::read_turn(&messages, &current.marker);
+        let turn = turn::read_turn(&messages, &current.marker);
         let transcript = match agent.transcript(&session).await {
             Ok(text) => self
                 .store_text(artifacts::transcript_key(&current.run_id), text)
@@ -88,15 +90,15 @@ impl Driver<'_> {
             {
                 Ok(pushed) => pushed,
                 Err(Failure { phase, error }) => {
-                    let message = format!("failed while {phase}: {}", error.message);
+                    let message = policy::push_failure_message(phase, &error.message);
                     self.fail(&current, RunErrorCode::PushFailed, message)
                         .await?;
                     return Ok(Next::Now);
                 }
             };
             if let Some(pushed) = pushed {
-                // A run stopped over its budget keeps its work on the branch, without a pull
-                // request for what was not finished.
+                // A run stopped early (over its budget, its model silent) keeps its work on the
+                // branch, without a pull request for what was not finished.
                 if stop.is_none() {
                     let message = format!("opening a pull request from {}", pushed.branch);
                     self.report(&current, "opening_pr", &message, None).await?;
@@ -135,7 +137,7 @@ impl Driver<'_> {
             Some(message) => (
                 RunStatus::Failed,
                 Some(RunError {
-                    code: RunErrorCode::BudgetExceeded,
+                    code: current.stop_code.unwrap_or(RunErrorCode::BudgetExceeded),
                     message,
                 }),
             ),

@@ -8,6 +8,7 @@ use super::opencode::Agent;
 use super::policy;
 use super::store::{self, Current, Phase};
 use crate::config;
+use crate::config::runs as runs_config;
 use crate::error::{Error, Result};
 use crate::ledger::api::{GetRun, Ledger, Progress, Transition, Transitioned};
 use crate::runs::{ProgressDetail, RunError, RunErrorCode, RunOutcome, RunRecord, RunStatus};
@@ -101,18 +102,33 @@ impl Driver<'_> {
         let phase = current.phase;
         match self.advance(current.clone(), &run).await {
             Ok(next) => Ok(next),
-            Err(e) if policy::retries(e.kind, current.failures, phase) => {
-                console_warn!(
-                    "session {}: {} (attempt {} of {})",
-                    self.session_id,
-                    e.message,
-                    current.failures + 1,
-                    policy::max_failures(phase)
-                );
+            Err(e) if policy::retries(e.kind, self.outage(&current), phase) => {
                 let mut retry = current;
                 retry.failures += 1;
+                let now = now_ms();
+                let since = *retry.failing_since.get_or_insert(now);
+                console_warn!(
+                    "session {}: {} (attempt {}, failing for {} s)",
+                    self.session_id,
+                    e.message,
+                    retry.failures,
+                    (now - since) / 1000
+                );
                 self.save(&retry)?;
-                Ok(Next::After(config::poll_interval_ms(self.env)))
+                if policy::detached(phase) {
+                    let message = format!(
+                        "the sandbox is not answering ({}); trying again for up to {} in all",
+                        e.message,
+                        policy::human(runs_config::daemon_outage_ms(self.env) / 1000)
+                    );
+                    // Best effort: the ledger is told again once the sandbox answers.
+                    let _ = self.progress(&retry, &message).await;
+                }
+                let poll = config::poll_interval_ms(self.env);
+                Ok(Next::After(policy::retry_delay_ms(
+                    poll,
+                    retry.failures - 1,
+                )))
             }
             Err(e) => {
                 let code = policy::failure_code(e.kind, phase);
@@ -154,6 +170,9 @@ impl Driver<'_> {
             resumes: 0,
             model_retries: 0,
             retry_at: None,
+            quiet: None,
+            stop_code: None,
+            failing_since: None,
         };
         self.save(&current)?;
         Ok(Next::Now)
@@ -198,8 +217,18 @@ impl Driver<'_> {
         Ok(())
     }
 
+    /// The outage a failed step is part of, as the retry policy weighs it.
+    fn outage(&self, current: &Current) -> policy::Outage {
+        policy::Outage {
+            failures: current.failures,
+            for_ms: current.failing_since.map_or(0, |since| now_ms() - since),
+            tolerated_ms: runs_config::daemon_outage_ms(self.env),
+        }
+    }
+
     async fn advance(&self, mut current: Current, run: &RunRecord) -> Result<Next> {
         current.failures = 0;
+        current.failing_since = None;
         // A worker's script has no model calls for the proxy to refuse: its time budget is
         // held here.
         if current.phase == Phase::Executing {

@@ -2,10 +2,12 @@
 //! progress and, through `policy::judge`, into the decision to keep following or finish.
 
 use super::driver::{Driver, Next};
-use super::opencode::{self, Activity};
+use super::opencode::Activity;
 use super::policy::{self, Look, Turn};
 use super::store::{Current, Phase};
+use super::turn;
 use crate::config;
+use crate::config::runs as runs_config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runs::{RunErrorCode, RunRecord};
 use crate::sandbox::api::Info;
@@ -46,7 +48,7 @@ impl Driver<'_> {
             Ok(messages) => messages,
             Err(e) => return self.agent_unreachable(&current, e).await,
         };
-        let turn = opencode::read_turn(&messages, &current.marker);
+        let turn = turn::read_turn(&messages, &current.marker);
         let activity = match agent.activity(&session).await {
             Ok(activity) => activity,
             Err(e) => return self.agent_unreachable(&current, e).await,
@@ -73,6 +75,15 @@ impl Driver<'_> {
             current.phase = Phase::Finishing;
             self.save(&current)?;
             return Ok(Next::Now);
+        }
+        // Counted from the turn's first answer (OpenCode creates it as the model call starts),
+        // so a prompt OpenCode has not taken up yet is not a silent model.
+        let waiting_on_model = activity == Activity::Busy && turn.answered && !turn.tool_running;
+        current.quiet = policy::quiet(current.quiet, waiting_on_model, turn.motion, now);
+        let silent_ms = current.quiet.map_or(0, |(_, since)| now - since);
+        if silent_ms > runs_config::model_stall_ms(self.env) {
+            let _ = agent.abort(&session).await;
+            return self.model_silent(current, silent_ms).await;
         }
         let message = policy::working_message(&activity, &current.detail);
         let digest =
@@ -125,7 +136,8 @@ impl Driver<'_> {
             return Err(policy::agent_gone(e));
         };
         let Some(daemon) = info.daemon else {
-            // The daemon is not answering (restarting?): tried again, within MAX_FAILURES.
+            // The daemon is not answering (restarting? cut off?): tried again for a while
+            // (`policy::retries`).
             return Err(Error::unavailable(format!(
                 "the sandbox daemon is not answering: {e}"
             )));

@@ -7,6 +7,7 @@ use super::git;
 use super::keep::still_running;
 use super::opencode;
 use super::store::{self, Current, KeptAgent, SandboxBirth};
+use super::turn;
 use crate::config;
 use crate::error::{Error, Result};
 use crate::ids;
@@ -267,8 +268,7 @@ impl Driver<'_> {
         self.save(current)?;
         // A restart between sending and recording must not send the task twice.
         let already =
-            opencode::read_turn(&agent.messages(&session, Some(10)).await?, &current.marker)
-                .prompted;
+            turn::read_turn(&agent.messages(&session, Some(10)).await?, &current.marker).prompted;
         if !already {
             let (provider, model) = model_of(self.env, run)?;
             let text = match text {

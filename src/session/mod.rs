@@ -17,6 +17,7 @@ mod policy;
 mod resume;
 mod retry;
 mod store;
+mod turn;
 mod worker_run;
 
 use crate::config;

@@ -9,10 +9,8 @@ use crate::runs::{ProgressDetail, RunErrorCode};
 
 /// Consecutive failures to reach the sandbox before the run is given up.
 pub const MAX_FAILURES: u32 = 5;
-/// The same while a worker's script runs or waits (its process lives on in the daemon) and
-/// while the agent works (a daemon restart takes it along, but the run resumes once the daemon
-/// is back): a daemon or Worker that is briefly away is waited for longer.
-pub const MAX_FAILURES_DETACHED: u32 = 30;
+/// The longest wait between two tries to reach a sandbox that does not answer.
+pub const MAX_RETRY_DELAY_MS: i64 = 15_000;
 /// How many times a run's agent is started again after it stopped mid-run (`resume.rs`).
 pub const MAX_RESUMES: u32 = 3;
 /// How long the agent may stay idle without answering the prompt.
@@ -21,22 +19,49 @@ pub const FIRST_ANSWER_MS: i64 = 120_000;
 /// taken as over.
 pub const UNSETTLED_GRACE_MS: i64 = 30_000;
 
-/// Whether a step in `phase` that failed with `kind`, after `failures` earlier consecutive
-/// failures, is tried again (only an unreachable sandbox is, and only so many times).
-pub fn retries(kind: ErrorKind, failures: u32, phase: Phase) -> bool {
-    kind == ErrorKind::Unavailable && failures + 1 < max_failures(phase)
+/// What a step that failed to reach the sandbox knows about the outage so far.
+#[derive(Debug, Clone, Copy)]
+pub struct Outage {
+    /// Earlier consecutive failures.
+    pub failures: u32,
+    /// Milliseconds since the first of them.
+    pub for_ms: i64,
+    /// How long a sandbox that works on by itself is waited for (`RUN_DAEMON_OUTAGE_SECONDS`).
+    pub tolerated_ms: i64,
 }
 
-/// How many consecutive failures to reach the sandbox a step in `phase` may have.
-pub fn max_failures(phase: Phase) -> u32 {
-    match phase {
+/// Whether a step in `phase` that failed with `kind` is tried again. Only an unreachable
+/// sandbox is: a few times while the run sets things up, and for the tolerated time while the
+/// sandbox works on by itself — an agent working (resumed once the daemon is back), a worker's
+/// script running or waiting — so a daemon restart or a network outage of minutes does not end
+/// the run.
+pub fn retries(kind: ErrorKind, outage: Outage, phase: Phase) -> bool {
+    kind == ErrorKind::Unavailable
+        && if detached(phase) {
+            outage.for_ms < outage.tolerated_ms
+        } else {
+            outage.failures + 1 < MAX_FAILURES
+        }
+}
+
+/// Whether the sandbox carries on by itself in `phase`, so an outage is waited out.
+pub fn detached(phase: Phase) -> bool {
+    matches!(
+        phase,
         Phase::Executing
-        | Phase::AwaitingApproval
-        | Phase::Collecting
-        | Phase::Working
-        | Phase::Resuming => MAX_FAILURES_DETACHED,
-        _ => MAX_FAILURES,
-    }
+            | Phase::AwaitingApproval
+            | Phase::Collecting
+            | Phase::Working
+            | Phase::Resuming
+    )
+}
+
+/// The wait before the next try after `failures` consecutive failures: the poll interval,
+/// doubled with each failure, at most [`MAX_RETRY_DELAY_MS`].
+pub fn retry_delay_ms(poll_ms: i64, failures: u32) -> i64 {
+    poll_ms
+        .saturating_mul(1 << failures.min(20))
+        .clamp(1, MAX_RETRY_DELAY_MS.max(poll_ms))
 }
 
 /// The code of a run whose step in `phase` failed with `kind` for good.
@@ -54,6 +79,30 @@ pub fn failure_code(kind: ErrorKind, phase: Phase) -> RunErrorCode {
 /// The message of a run whose step in `phase` failed for good.
 pub fn failure_message(phase: Phase, error: &str) -> String {
     format!("failed while {}: {error}", phase_words(phase))
+}
+
+/// The message of a run whose changes could not be committed or pushed while `phase`
+/// ("committing", "pushing"…). A full disk is said in so many words, with what to do: the
+/// changes are still in the sandbox's workspace.
+pub fn push_failure_message(phase: &str, error: &str) -> String {
+    let lower = error.to_ascii_lowercase();
+    let full = [
+        "no space left on device",
+        "out of diskspace",
+        "disk quota exceeded",
+        "enospc",
+    ]
+    .iter()
+    .any(|sign| lower.contains(sign));
+    if full {
+        format!(
+            "the sandbox's disk is full, so the changes could not be saved while {phase} \
+             ({error}); they are still in the session's sandbox: free space there (sandbox_exec, \
+             e.g. remove build output) and run the task again in this session"
+        )
+    } else {
+        format!("failed while {phase}: {error}")
+    }
 }
 
 /// An unreachable agent inside a reachable sandbox means OpenCode stopped.
@@ -124,6 +173,24 @@ pub fn judge(look: &Look) -> (Turn, Option<i64>) {
     (turn, unsettled_since)
 }
 
+/// Tracks how long the model has been silent: `previous` quiet spell (the answers' motion and
+/// since when it is unchanged) carried on, restarted, or ended (`None`) when the agent is not
+/// waiting on the model (idle, retrying, or running a tool).
+pub fn quiet(
+    previous: Option<(u64, i64)>,
+    waiting_on_model: bool,
+    motion: u64,
+    now: i64,
+) -> Option<(u64, i64)> {
+    if !waiting_on_model {
+        return None;
+    }
+    match previous {
+        Some((seen, since)) if seen == motion => Some((seen, since)),
+        _ => Some((motion, now)),
+    }
+}
+
 /// The progress line while the agent works: a retried model call, the latest step, or
 /// "thinking".
 pub fn working_message(activity: &Activity, detail: &ProgressDetail) -> String {
@@ -183,20 +250,41 @@ mod tests {
     }
 
     #[test]
-    fn only_an_unreachable_sandbox_is_retried_and_only_a_few_times() {
+    fn a_quiet_spell_lasts_while_the_model_sends_nothing() {
+        // Starts when the agent waits on the model, lasts while nothing arrives.
+        let spell = quiet(None, true, 7, 1_000);
+        assert_eq!(spell, Some((7, 1_000)));
+        assert_eq!(quiet(spell, true, 7, 9_000), Some((7, 1_000)));
+        // Anything new from the model starts it afresh.
+        assert_eq!(quiet(spell, true, 8, 9_000), Some((8, 9_000)));
+        // A running tool, an idle or retrying agent: no spell.
+        assert_eq!(quiet(spell, false, 7, 9_000), None);
+    }
+
+    #[test]
+    fn only_an_unreachable_sandbox_is_retried_and_only_for_a_while() {
+        let outage = |failures: u32, for_ms: i64| Outage {
+            failures,
+            for_ms,
+            tolerated_ms: 300_000,
+        };
         let w = Phase::Cloning;
-        assert!(retries(ErrorKind::Unavailable, 0, w));
-        assert!(retries(ErrorKind::Unavailable, MAX_FAILURES - 2, w));
-        assert!(!retries(ErrorKind::Unavailable, MAX_FAILURES - 1, w));
-        // A running worker script or a working agent outlives a short outage of the daemon or
-        // the Worker (the agent is resumed once the daemon is back).
+        assert!(retries(ErrorKind::Unavailable, outage(0, 0), w));
+        assert!(retries(
+            ErrorKind::Unavailable,
+            outage(MAX_FAILURES - 2, 0),
+            w
+        ));
+        assert!(!retries(
+            ErrorKind::Unavailable,
+            outage(MAX_FAILURES - 1, 0),
+            w
+        ));
+        // A running worker script or a working agent outlives an outage of the daemon, the
+        // network or the Worker for the tolerated time, however many tries it takes.
         for phase in [Phase::Executing, Phase::Working, Phase::Resuming] {
-            assert!(retries(ErrorKind::Unavailable, MAX_FAILURES, phase));
-            assert!(!retries(
-                ErrorKind::Unavailable,
-                MAX_FAILURES_DETACHED - 1,
-                phase
-            ));
+            assert!(retries(ErrorKind::Unavailable, outage(500, 299_999), phase));
+            assert!(!retries(ErrorKind::Unavailable, outage(3, 300_000), phase));
         }
         for kind in [
             ErrorKind::Internal,
@@ -205,8 +293,33 @@ mod tests {
             ErrorKind::NotConfigured,
             ErrorKind::PortClosed,
         ] {
-            assert!(!retries(kind, 0, w), "{kind:?}");
+            assert!(!retries(kind, outage(0, 0), w), "{kind:?}");
         }
+    }
+
+    #[test]
+    fn tries_back_off_from_the_poll_interval() {
+        assert_eq!(retry_delay_ms(500, 0), 500);
+        assert_eq!(retry_delay_ms(500, 1), 1_000);
+        assert_eq!(retry_delay_ms(500, 3), 4_000);
+        assert_eq!(retry_delay_ms(500, 40), MAX_RETRY_DELAY_MS);
+        // A poll interval above the cap is kept.
+        assert_eq!(retry_delay_ms(20_000, 2), 20_000);
+    }
+
+    #[test]
+    fn a_full_disk_is_named_when_a_push_fails() {
+        let full = push_failure_message(
+            "committing",
+            "git status failed: fatal: sha1 file '.git/index.lock' write error. Out of diskspace",
+        );
+        assert!(full.starts_with("the sandbox's disk is full"), "{full}");
+        assert!(
+            full.contains("index.lock") && full.contains("committing"),
+            "{full}"
+        );
+        let other = push_failure_message("pushing", "remote rejected");
+        assert_eq!(other, "failed while pushing: remote rejected");
     }
 
     #[test]

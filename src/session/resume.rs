@@ -6,9 +6,9 @@
 
 use super::driver::{Driver, Next};
 use super::launch::model_of;
-use super::opencode;
 use super::policy;
 use super::store::{Current, Phase};
+use super::turn;
 use crate::config;
 use crate::error::Result;
 use crate::runs::{RunErrorCode, RunRecord};
@@ -68,7 +68,7 @@ impl Driver<'_> {
         let agent = self.agent(&current)?;
         let session = current.agent_session.clone().unwrap_or_default();
         let messages = agent.messages(&session, Some(10)).await?;
-        if !opencode::read_turn(&messages, marker).prompted {
+        if !turn::read_turn(&messages, marker).prompted {
             let (provider, model) = model_of(self.env, run)?;
             agent
                 .prompt(&session, text, &provider, &model, None)
@@ -78,6 +78,7 @@ impl Driver<'_> {
         current.retry_at = None;
         current.looked_at = None;
         current.idle_unsettled_since = None;
+        current.quiet = None;
         current.reported = None;
         self.save(&current)?;
         self.progress(&current, "the agent is working again")

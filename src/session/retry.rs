@@ -2,14 +2,17 @@
 //! OpenCode's own retries: the run waits `RUN_MODEL_RETRY_SECONDS` (doubling) and sends a
 //! short "carry on" into the same conversation, at most `runs_config::MODEL_RETRIES` times, so an
 //! outage of several minutes does not fail the run. The waits show as progress. A worker's
-//! agent, whose allowed tools are set per prompt, is not handed back its turn.
+//! agent, whose allowed tools are set per prompt, is not handed back its turn. A model that
+//! sends nothing for `RUN_MODEL_STALL_SECONDS` while the agent waits on it is treated the same
+//! way: its turn is aborted and handed back, and once out of tries the run stops with its work
+//! pushed.
 
 use super::driver::{Driver, Next};
 use super::opencode;
-use super::store::Current;
+use super::store::{Current, Phase};
 use crate::config::runs as runs_config;
 use crate::error::Result;
-use crate::runs::RunRecord;
+use crate::runs::{RunErrorCode, RunRecord};
 use crate::time::now_ms;
 
 impl Driver<'_> {
@@ -38,6 +41,31 @@ impl Driver<'_> {
         );
         self.progress(&current, &message).await?;
         Ok(Next::After(wait.min(REPORT_EVERY_MS)))
+    }
+
+    /// The model sent nothing for `silent_ms` while the agent waited on it (its turn is
+    /// aborted): the turn is handed back like one the provider failed or, out of tries, the
+    /// run stops with its work so far pushed to its branch (a worker's run fails).
+    pub(super) async fn model_silent(&self, mut current: Current, silent_ms: i64) -> Result<Next> {
+        current.quiet = None;
+        let error = format!("the model sent nothing for {} s", silent_ms / 1000);
+        if self.retries_turn(&current, true) {
+            return self.schedule_retry(current, &error).await;
+        }
+        let message = format!(
+            "{error} and the agent was stopped (the turn had been handed back {} times)",
+            current.model_retries
+        );
+        if current.worker.is_some() {
+            self.fail(&current, RunErrorCode::AgentFailed, message)
+                .await?;
+            return Ok(Next::Now);
+        }
+        current.stop = Some(message);
+        current.stop_code = Some(RunErrorCode::AgentFailed);
+        current.phase = Phase::Finishing;
+        self.save(&current)?;
+        Ok(Next::Now)
     }
 
     /// While a retry is scheduled: wait (saying so), then hand the turn back once.

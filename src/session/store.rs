@@ -3,7 +3,7 @@
 //! settings (its sandbox, the agent's password, the agent sessions per directory).
 
 use crate::error::Result;
-use crate::runs::ProgressDetail;
+use crate::runs::{ProgressDetail, RunErrorCode};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::collections::BTreeMap;
 use worker::SqlStorage;
@@ -140,8 +140,10 @@ pub struct Current {
     /// A marker in the prompt that finds it among the agent's messages.
     pub marker: String,
     pub prompted_at: Option<i64>,
-    /// Consecutive failures to reach the sandbox.
+    /// Consecutive failures to reach the sandbox, and since when they last.
     pub failures: u32,
+    #[serde(default)]
+    pub failing_since: Option<i64>,
     pub detail: ProgressDetail,
     /// Since when the agent has been idle with an answer that never completed.
     #[serde(default)]
@@ -171,6 +173,13 @@ pub struct Current {
     pub model_retries: u32,
     #[serde(default)]
     pub retry_at: Option<i64>,
+    /// While the agent waits on the model: the answers' `motion` last seen and since when it
+    /// has not changed (`follow.rs` stops a model that stays silent too long).
+    #[serde(default)]
+    pub quiet: Option<(u64, i64)>,
+    /// The code a run stopped early (`stop`) ends with; none: over its budget.
+    #[serde(default)]
+    pub stop_code: Option<RunErrorCode>,
 }
 
 /// The driven worker run's own state.

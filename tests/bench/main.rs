@@ -1,4 +1,4 @@
-//! `cargo xtask bench [runs|sandboxes|containers|agent|oauth|workers]`: starts fresh local stacks and prints figures — what was
+//! `cargo xtask bench [runs|sandboxes|containers|agent|oauth|workers|load|soak]`: starts fresh local stacks and prints figures — what was
 //! measured and how it compares with the targets. It never fails on a target.
 
 mod agent;
@@ -9,6 +9,7 @@ mod oauth;
 mod runs;
 mod sandbox_features;
 mod sandboxes;
+mod soak;
 mod stats;
 mod ts_sdk;
 mod workers;
@@ -24,6 +25,7 @@ async fn main() {
         "oauth" => oauth::run().await,
         "workers" => workers::run().await,
         "load" => load::run().await,
+        "soak" => soak::run().await,
         "all" => {
             runs::run().await;
             sandboxes::run().await;
@@ -33,7 +35,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "bench: unknown benchmark {other:?}; use runs, sandboxes, containers, agent, oauth, workers, load or all"
+                "bench: unknown benchmark {other:?}; use runs, sandboxes, containers, agent, oauth, workers, load, soak or all"
             );
             std::process::exit(2);
         }

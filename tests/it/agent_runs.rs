@@ -613,7 +613,11 @@ async fn a_run_survives_a_restart_of_the_worker() {
 
 #[tokio::test]
 async fn a_run_whose_sandbox_daemon_dies_fails_with_a_clear_reason() {
-    let mut stack = RunStack::start(&[("RUN_STALL_TIMEOUT_SECONDS", "60")]);
+    // A daemon that stays away is waited for 15 s here (300 s by default).
+    let mut stack = RunStack::start(&[
+        ("RUN_STALL_TIMEOUT_SECONDS", "60"),
+        ("RUN_DAEMON_OUTAGE_SECONDS", "15"),
+    ]);
     let mcp = Mcp::connect(&stack.url()).await;
     let (run_id, _) = start(&mcp, json!({"task": "Wait. [scenario:slow]"})).await;
     let run = working(&mcp, &run_id).await;

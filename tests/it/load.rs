@@ -10,9 +10,9 @@ use std::time::Duration;
 async fn concurrent_run_calls_lose_and_duplicate_nothing() {
     let stack = stack::shared();
     let plan = LoadPlan {
-        calls: 40,
+        calls: 24,
         sessions: 4,
-        cut_every: 3,
+        cut_every: 2,
         deadline: Duration::from_secs(400),
     };
     let report = load::run(&stack.url(), &plan).await;

@@ -26,6 +26,7 @@ mod runs;
 mod sandboxes;
 mod secrets;
 mod security;
+mod soak;
 mod streams;
 mod tasks;
 mod templates;

@@ -5,8 +5,15 @@
 //! the run ends with its work pushed and its pull request open. A Worker (workerd) killed and
 //! started again mid-run picks the run up where it was, with the same agent. A provider that
 //! answers 529 past OpenCode's own retries gets the turn handed back after a wait, and the run
-//! completes once the provider is back.
+//! completes once the provider is back. A model that starts answering and then sends nothing
+//! is stopped after `RUN_MODEL_STALL_SECONDS` and handed its turn back the same way; one that
+//! never comes back ends the run failed, saying so. A cut in the network between the Worker and
+//! the daemon is waited out (the run says it waits) and the run completes once it heals. A run
+//! whose agent fills the sandbox's disk fails saying the disk is full, and its work is delivered
+//! by the session's next run once space is freed.
 
+use handoff_tests::daemon::Daemon;
+use handoff_tests::relay::Relay;
 use handoff_tests::runs::{agent_pids, phases, repo_name, status, terminal};
 use handoff_tests::stack::{self, RunStack};
 use handoff_tests::Mcp;
@@ -14,6 +21,28 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// Waits until the run's progress says `words`; the run must still be going then.
+async fn until_it_says(mcp: &Mcp, run_id: &str, words: &str) {
+    let seen = mcp
+        .wait_run(run_id, RUN_TIMEOUT, |r| {
+            r["progress"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(words))
+                || terminal(r)
+        })
+        .await;
+    assert_eq!(status(&seen), "running", "{seen:#}");
+}
+
+/// Waits for the run's end: completed, with the fix to add.sh in its pull request.
+async fn until_fixed(mcp: &Mcp, run_id: &str) -> Value {
+    let run = mcp.wait_run(run_id, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&run), "completed", "{run:#}");
+    assert_eq!(run["result"]["changedFiles"], json!(["add.sh"]), "{run:#}");
+    assert!(run["result"]["pullRequestUrl"].is_string(), "{run:#}");
+    run
+}
 
 /// Starts the stopped-midway task and waits until the agent runs its (slow) command.
 async fn start_and_reach_the_command(mcp: &Mcp, stack: &RunStack) -> (String, String) {
@@ -41,11 +70,7 @@ async fn start_and_reach_the_command(mcp: &Mcp, stack: &RunStack) -> (String, St
 /// The run ended with the fix pushed and its pull request open, after one resume that the
 /// model heard.
 async fn assert_resumed_and_done(mcp: &Mcp, stack: &RunStack, run_id: &str) -> Value {
-    let run = mcp.wait_run(run_id, RUN_TIMEOUT, terminal).await;
-    assert_eq!(status(&run), "completed", "{run:#}");
-    let result = &run["result"];
-    assert_eq!(result["changedFiles"], json!(["add.sh"]), "{run:#}");
-    assert!(result["pullRequestUrl"].is_string(), "{run:#}");
+    let run = until_fixed(mcp, run_id).await;
     let timeline = phases(&run);
     let resumed = timeline
         .iter()
@@ -102,10 +127,7 @@ async fn a_run_survives_a_restart_of_workerd() {
     // state; the agent in the sandbox kept working meanwhile.
     stack.worker.restart();
     let mcp = mcp.reconnected();
-    let run = mcp.wait_run(&run_id, RUN_TIMEOUT, terminal).await;
-    assert_eq!(status(&run), "completed", "{run:#}");
-    assert_eq!(run["result"]["changedFiles"], json!(["add.sh"]), "{run:#}");
-    assert!(run["result"]["pullRequestUrl"].is_string(), "{run:#}");
+    let run = until_fixed(&mcp, &run_id).await;
     assert!(
         !phases(&run).contains(&"resuming_agent"),
         "the agent never stopped: {:?}",
@@ -126,22 +148,8 @@ async fn a_run_outlasts_a_provider_that_is_overloaded_for_a_while() {
         )
         .await;
     let run_id = out["runId"].as_str().unwrap().to_string();
-    let waiting = mcp
-        .wait_run(&run_id, RUN_TIMEOUT, |r| {
-            r["progress"]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("model provider"))
-                || terminal(r)
-        })
-        .await;
-    assert_eq!(
-        status(&waiting),
-        "running",
-        "the wait is shown: {waiting:#}"
-    );
-    let run = mcp.wait_run(&run_id, RUN_TIMEOUT, terminal).await;
-    assert_eq!(status(&run), "completed", "{run:#}");
-    assert_eq!(run["result"]["changedFiles"], json!(["add.sh"]), "{run:#}");
+    until_it_says(&mcp, &run_id, "model provider").await;
+    until_fixed(&mcp, &run_id).await;
     let requests: Vec<_> = stack
         .llm
         .all_requests()
@@ -159,4 +167,122 @@ async fn a_run_outlasts_a_provider_that_is_overloaded_for_a_while() {
             .any(|r| r.last_user.contains("[handoff-retry:2:")),
         "the turn was handed back twice"
     );
+}
+
+/// The failed run's error code and message.
+fn error_of(run: &Value) -> (&str, &str) {
+    let error = &run["result"]["error"];
+    (
+        error["code"].as_str().unwrap_or_default(),
+        error["message"].as_str().unwrap_or_default(),
+    )
+}
+
+#[tokio::test]
+async fn a_model_that_hangs_is_stopped_and_handed_back_its_turn_a_few_times() {
+    // A model silent for 5 s counts as hung here (the default is 180 s).
+    let stack = RunStack::start(&[("RUN_MODEL_STALL_SECONDS", "5")]);
+    let mcp = Mcp::connect(&stack.url()).await;
+    let start = |scenario: &'static str| {
+        let repository = stack.broken_repo(&repo_name(scenario));
+        let mcp = &mcp;
+        async move {
+            let task = format!("The test in test.sh fails. Fix it. [scenario:{scenario}]");
+            let out = mcp
+                .call_ok(
+                    "opencode_run_task",
+                    json!({"task": task, "repository": repository}),
+                )
+                .await;
+            out["runId"].as_str().unwrap().to_string()
+        }
+    };
+    // Two answers hang mid-stream, then the provider is back: the run completes.
+    let twice = start("hangs-twice").await;
+    // Every answer hangs: the run stops after the last hand-back, saying why.
+    let always = start("hangs").await;
+    until_it_says(&mcp, &twice, "sent nothing for").await;
+    until_fixed(&mcp, &twice).await;
+    let heard = |run_id: &str, marker: &str| {
+        stack
+            .llm
+            .all_requests()
+            .into_iter()
+            .filter(|r| r.run.as_deref() == Some(run_id))
+            .any(|r| r.last_user.contains(marker))
+    };
+    assert!(heard(&twice, "[handoff-retry:2:"), "handed back twice");
+
+    let run = mcp.wait_run(&always, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&run), "failed", "{run:#}");
+    let (code, message) = error_of(&run);
+    assert_eq!(code, "agent_failed", "{run:#}");
+    assert!(
+        message.contains("sent nothing for") && message.contains("handed back 4 times"),
+        "{message}"
+    );
+    assert!(heard(&always, "[handoff-retry:4:"), "handed back 4 times");
+}
+
+#[tokio::test]
+async fn a_run_outlasts_the_network_between_worker_and_daemon_going_down() {
+    // The Worker reaches the daemon through a line the test can cut.
+    let daemon = Daemon::start();
+    let line = Relay::start(daemon.port);
+    let stack = RunStack::with_daemon(daemon, &[("SANDBOX_DAEMON_URL", &line.url())]);
+    let mcp = Mcp::connect(&stack.url()).await;
+    let (run_id, _) = start_and_reach_the_command(&mcp, &stack).await;
+    line.cut();
+    // Nothing crosses: the run waits for the sandbox, saying so, and does not fail.
+    until_it_says(&mcp, &run_id, "not answering").await;
+    line.heal();
+    // The agent worked on meanwhile; its run ends as if nothing happened.
+    let run = until_fixed(&mcp, &run_id).await;
+    assert!(
+        !phases(&run).contains(&"resuming_agent"),
+        "the agent never stopped: {:?}",
+        phases(&run)
+    );
+}
+
+#[tokio::test]
+async fn a_run_that_fills_its_disk_fails_saying_so_and_its_work_stays() {
+    // Sandboxes with a 200 MB disk, which the agent's command fills.
+    let daemon = Daemon::start_with(&["--isolation", "namespaces", "--disk-mb", "200"]);
+    let stack = RunStack::with_daemon(daemon, &[]);
+    let mcp = Mcp::connect(&stack.url()).await;
+    let repository = stack.broken_repo(&repo_name("disk"));
+    let out = mcp
+        .call_ok(
+            "opencode_run_task",
+            json!({"task": "The test in test.sh fails. Fix it. [scenario:fills-disk]", "repository": &repository}),
+        )
+        .await;
+    let run_id = out["runId"].as_str().unwrap().to_string();
+    let session = out["sessionId"].as_str().unwrap().to_string();
+    let run = mcp.wait_run(&run_id, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&run), "failed", "{run:#}");
+    let (code, message) = error_of(&run);
+    assert_eq!(code, "push_failed", "{run:#}");
+    assert!(
+        message.starts_with("the sandbox's disk is full"),
+        "{message}"
+    );
+    // Nothing is lost: the fix is in the session's workspace, and once space is freed the
+    // session's next run delivers it.
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    let dir = repository.rsplit('/').next().unwrap();
+    mcp.call_ok(
+        "sandbox_exec",
+        json!({"sandboxId": sandbox, "command": format!("rm /home/sandbox/{dir}/fill.bin")}),
+    )
+    .await;
+    let out = mcp
+        .call_ok(
+            "opencode_run_task",
+            json!({"task": "Check the change and finish. [scenario:no-change]", "sessionId": session, "repository": &repository}),
+        )
+        .await;
+    let next = out["runId"].as_str().unwrap().to_string();
+    until_fixed(&mcp, &next).await;
 }

@@ -26,6 +26,8 @@ pub enum Reply {
     Fail(u16),
     /// Wait this long before replying with the inner reply.
     After(Duration, Box<Reply>),
+    /// Start the answer, then send nothing more (until the client gives up).
+    Hang,
 }
 
 fn bash(command: &str) -> Reply {
@@ -133,6 +135,11 @@ pub fn script(scenario: &str, step: usize) -> Reply {
         "stopped-midway" => match step {
             0 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh && sleep 15"),
             _ => Reply::Text("Fixed add.sh; the agent was restarted on the way.".into()),
+        },
+        // Fixes add.sh, then fills the sandbox's disk (the command fails when it is full).
+        "fills-disk" => match step {
+            0 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh && dd if=/dev/zero of=fill.bin bs=1M count=2000 2>&1 | tail -1"),
+            _ => Reply::Text("Fixed add.sh; the disk filled up while writing fill.bin.".into()),
         },
         "always-500" => Reply::Fail(500),
         "slow" => Reply::After(Duration::from_secs(120), Box::new(Reply::Text("too late".into()))),
@@ -321,11 +328,17 @@ async fn messages(
     }
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let (scenario, step) = record(&state, &messages, api_key, model);
-    let reply = match overloaded(&state, &scenario, &messages) {
+    let reply = match by_count(&state, &scenario, &messages) {
         Some(reply) => reply,
         None => resolve(&scenario, step).await,
     };
     match reply {
+        Reply::Hang => hang(format!(
+            "event: message_start\ndata: {}\n\n",
+            json!({"type": "message_start", "message": {"id": "msg_scripted_hang", "type": "message",
+                "role": "assistant", "model": "scripted", "content": [], "stop_reason": null,
+                "stop_sequence": null, "usage": {"input_tokens": 120, "output_tokens": 1}}})
+        )),
         Reply::Tool(name, input) => stream(&state, vec![Block::Tool(name, input)], "tool_use"),
         Reply::Text(text) => stream(&state, vec![Block::Text(text)], "end_turn"),
         Reply::Fail(status) => failure(
@@ -358,26 +371,45 @@ fn failure(status: u16, error: Value) -> Response {
 /// worth of OpenCode's own tries (one and five retries each).
 pub const OVERLOADED_REQUESTS: usize = 12;
 
-/// The `overloaded` scenario: the provider answers a run's first [`OVERLOADED_REQUESTS`]
-/// requests with 529, then the agent fixes add.sh and says so (by what the conversation holds,
-/// not by counting turns, which failed answers would skew).
-fn overloaded(state: &LlmState, scenario: &str, messages: &[Value]) -> Option<Reply> {
-    if scenario != "overloaded" {
-        return None;
-    }
+/// How many of a run's first requests the `hangs-twice` scenario leaves hanging.
+pub const HANGING_REQUESTS: usize = 2;
+
+/// The scenarios decided by how many requests a run made so far, not by the conversation's
+/// turns (which failed answers would skew). `overloaded`: the provider answers a run's first
+/// [`OVERLOADED_REQUESTS`] requests with 529; `hangs-twice`: its first [`HANGING_REQUESTS`]
+/// requests start an answer and then send nothing; `hangs`: every request does. After those,
+/// the agent fixes add.sh and says so.
+fn by_count(state: &LlmState, scenario: &str, messages: &[Value]) -> Option<Reply> {
+    let trouble = match scenario {
+        "overloaded" => (Reply::Fail(529), OVERLOADED_REQUESTS),
+        "hangs-twice" => (Reply::Hang, HANGING_REQUESTS),
+        "hangs" => (Reply::Hang, usize::MAX),
+        _ => return None,
+    };
     let run = run_of(messages);
     let seen = state
         .requests
         .lock()
         .ok()
         .map_or(0, |log| log.iter().filter(|r| r.run == run).count());
-    Some(if seen <= OVERLOADED_REQUESTS {
-        Reply::Fail(529)
+    Some(if seen <= trouble.1 {
+        trouble.0
     } else if last_tool_output(messages).is_none() {
         bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh")
     } else {
         Reply::Text("Fixed add.sh once the provider was back.".into())
     })
+}
+
+/// A streaming answer that sends `first` and then nothing, until the client hangs up.
+fn hang(first: String) -> Response {
+    let start =
+        futures::stream::once(async move { Ok::<_, std::io::Error>(bytes::Bytes::from(first)) });
+    let body = Body::from_stream(futures::StreamExt::chain(start, futures::stream::pending()));
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(body)
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
 /// The script's reply, after any delay it asks for.
@@ -451,11 +483,17 @@ async fn chat_completions(
         return chat_stream(&state, &model, Reply::Text("Scripted title".into()));
     }
     let (scenario, step) = record(&state, &messages, api_key, model.clone());
-    let reply = match overloaded(&state, &scenario, &messages) {
+    let reply = match by_count(&state, &scenario, &messages) {
         Some(reply) => reply,
         None => resolve(&scenario, step).await,
     };
     match reply {
+        Reply::Hang => hang(format!(
+            "data: {}\n\n",
+            json!({"id": "chatcmpl-scripted-hang", "object": "chat.completion.chunk", "created": 0,
+                "model": model, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                "finish_reason": null}]})
+        )),
         Reply::Fail(status) => failure(
             status,
             json!({"error": {"message": "scripted provider failure", "type": "server_error"}}),
@@ -494,7 +532,7 @@ fn chat_stream(state: &LlmState, model: &str, reply: Reply) -> Response {
             events.push(chunk(json!({"content": text}), Value::Null));
             events.push(chunk(json!({}), json!("stop")));
         }
-        Reply::Fail(_) | Reply::After(..) => {
+        Reply::Fail(_) | Reply::After(..) | Reply::Hang => {
             events.push(chunk(
                 json!({"content": "unexpected script step"}),
                 Value::Null,

@@ -158,6 +158,11 @@ impl Worker {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
+    /// The process group of wrangler and its workerd (none while stopped).
+    pub fn pgid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
     pub fn state_dir(&self) -> PathBuf {
         self.dir.join("state")
     }

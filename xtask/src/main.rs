@@ -24,6 +24,9 @@ commands:
   load     200 opencode_run_task calls at once (keys, cut-off retries) against a fresh stack:
            runs lost and duplicated, acknowledgement p50/p99, runs per minute
            (HANDOFF_LOAD_CALLS, HANDOFF_LOAD_SESSIONS change the size)
+  soak     an hour of mixed traffic (runs, sandboxes, polling, OAuth refreshes) against a fresh
+           stack: the memory curve of workerd and the daemon, what was left afterwards
+           (HANDOFF_SOAK_SECONDS changes the length)
   fuzz     every parser of outside input, 100,000 cases per target (HANDOFF_FUZZ_CASES)
   tidy     check the code base's structure (file sizes, SQL placement, layers, cycles)
   screenshot URL [--out FILE] [--width W] [--height H] [--dark]
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         Some("test") => test::run(&args[1..]),
         Some("bench") => test::bench(&args[1..]),
         Some("load") => test::bench(&["load".to_string()]),
+        Some("soak") => test::bench(&["soak".to_string()]),
         Some("fuzz") => test::fuzz(),
         Some("tidy") => tidy::run(),
         Some("screenshot") => screenshot::run(&args[1..]),

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::runs::{RunErrorCode, RunRecord, RunStatus};
 use crate::session::driver::{Driver, Next};
 use crate::session::launch::AgentSetup;
-use crate::session::opencode::{self, truncate};
+use crate::session::opencode::truncate;
 use crate::session::store::{Current, Phase};
 use crate::time::now_ms;
 use crate::workers::redact::Redactor;
@@ -98,7 +98,7 @@ impl Driver<'_> {
         let agent = self.agent(current)?;
         let session = current.agent_session.clone().unwrap_or_default();
         let messages = agent.messages(&session, None).await?;
-        let turn = opencode::read_turn(&messages, &current.marker);
+        let turn = crate::session::turn::read_turn(&messages, &current.marker);
         let state = current.worker.clone().unwrap_or_default();
         let started = state.started_at.unwrap_or(current.started_at);
         let answer = turn.last_text.clone().unwrap_or_default();
@@ -124,7 +124,7 @@ fn tool_calls(messages: &[serde_json::Value], redactor: &Redactor) -> Vec<ToolCa
     messages
         .iter()
         .filter(|m| m["info"]["role"] == "assistant")
-        .flat_map(opencode::steps_of)
+        .flat_map(crate::session::turn::steps_of)
         .take(MAX_TOOL_CALLS)
         .map(|s| ToolCall {
             tool: s.tool,
