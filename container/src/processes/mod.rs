@@ -51,6 +51,8 @@ pub async fn start(
         .stdout(std::fs::File::create(&out_path)?)
         .stderr(std::fs::File::create(&err_path)?)
         .kill_on_drop(false);
+    // Taken before the start: the process may run (and end) before `spawn` returns to us.
+    let started_at = now_ms();
     let mut child = cmd
         .spawn()
         .map_err(|e| ApiError::internal(format!("could not start the process: {e}")))?;
@@ -60,7 +62,7 @@ pub async fn start(
             .argv
             .as_ref()
             .map_or_else(|| req.command.clone(), |a| a.join(" ")),
-        started_at: now_ms(),
+        started_at,
         running: true,
         exit_code: None,
         ended_at: None,
