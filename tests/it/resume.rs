@@ -44,17 +44,24 @@ async fn until_fixed(mcp: &Mcp, run_id: &str) -> Value {
     run
 }
 
-/// Starts the stopped-midway task and waits until the agent runs its (slow) command.
-async fn start_and_reach_the_command(mcp: &Mcp, stack: &RunStack) -> (String, String) {
-    let repository = stack.broken_repo(&repo_name("resume"));
+/// Starts the fix-add.sh task on a new broken repository with the model's `scenario`;
+/// returns (runId, sessionId, repository).
+async fn start_fix(mcp: &Mcp, stack: &RunStack, scenario: &str) -> (String, String, String) {
+    let repository = stack.broken_repo(&repo_name(scenario));
+    let task = format!("The test in test.sh fails. Fix it. [scenario:{scenario}]");
     let out = mcp
         .call_ok(
             "opencode_run_task",
-            json!({"task": "The test in test.sh fails. Fix it. [scenario:stopped-midway]", "repository": repository}),
+            json!({"task": task, "repository": &repository}),
         )
         .await;
-    let run_id = out["runId"].as_str().unwrap().to_string();
-    let session = out["sessionId"].as_str().unwrap().to_string();
+    let id = |key: &str| out[key].as_str().unwrap().to_string();
+    (id("runId"), id("sessionId"), repository)
+}
+
+/// Starts the stopped-midway task and waits until the agent runs its (slow) command.
+async fn start_and_reach_the_command(mcp: &Mcp, stack: &RunStack) -> (String, String) {
+    let (run_id, session, _) = start_fix(mcp, stack, "stopped-midway").await;
     let busy = mcp
         .wait_run(&run_id, RUN_TIMEOUT, |r| {
             r["progress"]["currentTool"] == "bash" || terminal(r)
@@ -140,14 +147,7 @@ async fn a_run_survives_a_restart_of_workerd() {
 async fn a_run_outlasts_a_provider_that_is_overloaded_for_a_while() {
     let stack = stack::shared();
     let mcp = Mcp::connect(&stack.url()).await;
-    let repository = stack.broken_repo(&repo_name("overloaded"));
-    let out = mcp
-        .call_ok(
-            "opencode_run_task",
-            json!({"task": "The test in test.sh fails. Fix it. [scenario:overloaded]", "repository": repository}),
-        )
-        .await;
-    let run_id = out["runId"].as_str().unwrap().to_string();
+    let (run_id, ..) = start_fix(&mcp, stack, "overloaded").await;
     until_it_says(&mcp, &run_id, "model provider").await;
     until_fixed(&mcp, &run_id).await;
     let requests: Vec<_> = stack
@@ -183,24 +183,10 @@ async fn a_model_that_hangs_is_stopped_and_handed_back_its_turn_a_few_times() {
     // A model silent for 5 s counts as hung here (the default is 180 s).
     let stack = RunStack::start(&[("RUN_MODEL_STALL_SECONDS", "5")]);
     let mcp = Mcp::connect(&stack.url()).await;
-    let start = |scenario: &'static str| {
-        let repository = stack.broken_repo(&repo_name(scenario));
-        let mcp = &mcp;
-        async move {
-            let task = format!("The test in test.sh fails. Fix it. [scenario:{scenario}]");
-            let out = mcp
-                .call_ok(
-                    "opencode_run_task",
-                    json!({"task": task, "repository": repository}),
-                )
-                .await;
-            out["runId"].as_str().unwrap().to_string()
-        }
-    };
     // Two answers hang mid-stream, then the provider is back: the run completes.
-    let twice = start("hangs-twice").await;
+    let (twice, ..) = start_fix(&mcp, &stack, "hangs-twice").await;
     // Every answer hangs: the run stops after the last hand-back, saying why.
-    let always = start("hangs").await;
+    let (always, ..) = start_fix(&mcp, &stack, "hangs").await;
     until_it_says(&mcp, &twice, "sent nothing for").await;
     until_fixed(&mcp, &twice).await;
     let heard = |run_id: &str, marker: &str| {
@@ -251,15 +237,7 @@ async fn a_run_that_fills_its_disk_fails_saying_so_and_its_work_stays() {
     let daemon = Daemon::start_with(&["--isolation", "namespaces", "--disk-mb", "200"]);
     let stack = RunStack::with_daemon(daemon, &[]);
     let mcp = Mcp::connect(&stack.url()).await;
-    let repository = stack.broken_repo(&repo_name("disk"));
-    let out = mcp
-        .call_ok(
-            "opencode_run_task",
-            json!({"task": "The test in test.sh fails. Fix it. [scenario:fills-disk]", "repository": &repository}),
-        )
-        .await;
-    let run_id = out["runId"].as_str().unwrap().to_string();
-    let session = out["sessionId"].as_str().unwrap().to_string();
+    let (run_id, session, repository) = start_fix(&mcp, &stack, "fills-disk").await;
     let run = mcp.wait_run(&run_id, RUN_TIMEOUT, terminal).await;
     assert_eq!(status(&run), "failed", "{run:#}");
     let (code, message) = error_of(&run);

@@ -379,9 +379,8 @@ impl Soak<'_> {
     }
 
     /// Deletes every sandbox the soak made and reports what is left of them.
-    async fn clean_up(&self, report: &mut SoakReport) {
-        let made = self.note(|t| t.made.clone());
-        for id in &made {
+    async fn clean_up(&self, made: &BTreeSet<String>, report: &mut SoakReport) {
+        for id in made {
             // A lane's own sandboxes are already gone: "not found" is fine here.
             let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                 "params": {"name": "sandbox_delete", "arguments": {"sandboxId": id}}});
@@ -479,7 +478,6 @@ pub async fn run(stack: &RunStack, plan: &SoakPlan) -> SoakReport {
         samples,
         ..Default::default()
     };
-    soak.tally.lock().unwrap_or_else(|e| e.into_inner()).made = tally.made;
-    soak.clean_up(&mut report).await;
+    soak.clean_up(&tally.made, &mut report).await;
     report
 }
