@@ -13,8 +13,40 @@
 //! - `sandboxes/<sandbox id>/workspace-<ms>.tar.gz`: a sandbox's workspace snapshot (written on
 //!   pause and when idle, the previous one deleted; deleted with the sandbox).
 
+use crate::names::named_enum;
+
 /// R2 binding of the artifacts bucket (wrangler.toml).
 pub const BUCKET: &str = "ARTIFACTS";
+
+named_enum! {
+/// What a finished run stores beside its record. When the bucket refuses a write, the run's
+/// session keeps the text and writes it later (`session::outbox`); meanwhile the run's result
+/// lists it as pending.
+#[derive(schemars::JsonSchema)]
+pub enum Artifact {
+    /// The agent's transcript.
+    Transcript,
+    /// The change as a unified diff.
+    Diff,
+}
+}
+
+impl Artifact {
+    /// Where the run's artifact lives.
+    pub fn key(self, run_id: &str) -> String {
+        match self {
+            Artifact::Transcript => transcript_key(run_id),
+            Artifact::Diff => diff_key(run_id),
+        }
+    }
+
+    pub fn media_type(self) -> &'static str {
+        match self {
+            Artifact::Transcript => "application/json",
+            Artifact::Diff => "text/x-diff; charset=utf-8",
+        }
+    }
+}
 
 /// A run's transcript.
 pub fn transcript_key(run_id: &str) -> String {

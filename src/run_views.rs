@@ -56,6 +56,10 @@ pub struct ResultView {
     pub cost_usd: Option<f64>,
     /// Signed link to the full agent transcript (JSON), when one was stored.
     pub transcript_url: Option<String>,
+    /// Artifacts (`transcript`, `diff`) the storage refused when the run ended: the run's
+    /// session keeps them and stores them once it can; they appear here until then.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub artifacts_pending: Vec<crate::artifacts::Artifact>,
     /// Why the run failed or was cancelled.
     pub error: Option<ErrorView>,
 }
@@ -237,6 +241,7 @@ impl RunView {
                     .transcript
                     .then(|| web_ui_url.as_deref().map(transcript_url))
                     .flatten(),
+                artifacts_pending: outcome.pending,
                 error: run.error.clone().map(|e| ErrorView {
                     code: e.code.as_str().to_string(),
                     message: e.message,

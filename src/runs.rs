@@ -238,6 +238,9 @@ pub struct RunOutcome {
     /// Whether the change was stored as a unified diff.
     #[serde(default)]
     pub diff: bool,
+    /// Artifacts the bucket refused when the run ended, kept by the session until stored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<crate::artifacts::Artifact>,
     /// What a worker run produced (logs, result, outputs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<crate::workers::WorkerOutcome>,

@@ -1,6 +1,6 @@
 //! Property-based fuzzing (proptest) of the daemon's parsers of outside input: workspace paths
 //! (every file route), the egress credential proxy's path check and the Worker's bearer
-//! tokens. `cargo xtask test` runs 2,000 cases per target, `cargo xtask fuzz` many more
+//! tokens; the egress proxy itself is fuzzed with raw requests in `egress/fuzz.rs`. `cargo xtask test` runs 2,000 cases per target, `cargo xtask fuzz` many more
 //! (`HANDOFF_FUZZ_CASES`); see the Worker's `src/fuzz/` for the rest.
 
 use crate::auth::Verifier;
@@ -11,8 +11,11 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use std::path::Component;
 
-fn run<S: Strategy>(name: &str, strategy: S, check: impl Fn(S::Value) -> Result<(), TestCaseError>)
-where
+pub(crate) fn run<S: Strategy>(
+    name: &str,
+    strategy: S,
+    check: impl Fn(S::Value) -> Result<(), TestCaseError>,
+) where
     S::Value: std::fmt::Debug,
 {
     let cases = std::env::var("HANDOFF_FUZZ_CASES")

@@ -119,6 +119,12 @@ rpc::ops! {
             principal: String,
             reason: Option<String>,
         } => RunRecord;
+        /// An artifact the bucket refused at the run's end was stored after all, or given up.
+        artifact_settled: ArtifactSettled {
+            run_id: String,
+            artifact: crate::artifacts::Artifact,
+            stored: bool,
+        } => Ack;
         /// Tokens the credential proxy counted in one model call's answer.
         record_usage: RecordUsage { run_id: String, tokens: u64 } => Ack;
         /// A progress report; replies the run's status, unchanged.

@@ -247,6 +247,11 @@ impl LedgerHandler for Call<'_> {
         Ok(run)
     }
 
+    async fn artifact_settled(&self, op: ArtifactSettled) -> Result<Ack> {
+        store::settle_artifact(&self.sql, &op.run_id, op.artifact, op.stored, self.now)?;
+        Ok(Ack {})
+    }
+
     async fn record_usage(&self, op: RecordUsage) -> Result<Ack> {
         store::record_usage(&self.sql, &op.run_id, op.tokens)?;
         Ok(Ack {})

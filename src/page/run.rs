@@ -91,6 +91,9 @@ pub async fn body(env: &Env, base: &str, run: &RunRecord, viewer: &Viewer, now: 
                     li { a href=(format!("/runs/{}/conversation{q}", run.id)) { "Conversation" } " — every message and tool call" }
                     li { a href=(format!("/runs/{}/transcript{q}", run.id)) { "Transcript (JSON)" } }
                 }
+                @for artifact in &outcome.pending {
+                    li { "The " (artifact.as_str()) " is not stored yet (the storage refused it); it is tried again until it is." }
+                }
                 @if let Some(link) = session_link {
                     li { a href=(link) { "All runs of this session" } }
                 }

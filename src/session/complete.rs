@@ -9,7 +9,7 @@ use super::opencode;
 use super::policy;
 use super::store::{self, Current};
 use super::turn;
-use crate::artifacts;
+use crate::artifacts::Artifact;
 use crate::config;
 use crate::error::Result;
 use crate::links;
@@ -23,13 +23,7 @@ impl Driver<'_> {
         let session = current.agent_session.clone().unwrap_or_default();
         let messages = agent.messages(&session, None).await?;
         let turn = turn::read_turn(&messages, &current.marker);
-        let transcript = match agent.transcript(&session).await {
-            Ok(text) => self
-                .store_text(artifacts::transcript_key(&current.run_id), text)
-                .await
-                .is_ok(),
-            Err(_) => false,
-        };
+        let transcript = agent.transcript(&session).await.ok();
         // An agent whose turn ended by itself serves the session's next run.
         let keep = current.worker.is_none() && current.stop.is_none() && turn.error.is_none();
         self.release_agent(&current, keep).await?;
@@ -53,9 +47,12 @@ impl Driver<'_> {
             summary: Some(summary.clone()),
             tokens: Some(turn.detail.tokens.clone()),
             cost_usd: Some(turn.detail.cost_usd),
-            transcript,
             ..RunOutcome::default()
         };
+        if let Some(text) = transcript {
+            self.store_artifact(&mut outcome, &run.id, Artifact::Transcript, text)
+                .await;
+        }
         if let Some(checkout) = &current.checkout {
             self.report(
                 &current,
@@ -128,8 +125,8 @@ impl Driver<'_> {
                 outcome.diffstat = pushed.diffstat;
                 outcome.left_out = pushed.left_out;
                 if let Some(diff) = pushed.diff {
-                    let key = artifacts::diff_key(&run.id);
-                    outcome.diff = self.store_text(key, diff).await.is_ok();
+                    self.store_artifact(&mut outcome, &run.id, Artifact::Diff, diff)
+                        .await;
                 }
             }
         }
@@ -154,11 +151,5 @@ impl Driver<'_> {
         config::public_url(self.env)
             .or_else(|| run.origin.clone())
             .unwrap_or_default()
-    }
-
-    async fn store_text(&self, key: String, text: String) -> Result<()> {
-        let bucket = self.env.bucket(artifacts::BUCKET)?;
-        bucket.put(key, worker::Data::Text(text)).execute().await?;
-        Ok(())
     }
 }

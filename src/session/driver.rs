@@ -80,11 +80,16 @@ impl Driver<'_> {
         let Some(current) = store::current(&self.sql)? else {
             return match store::next_pending(&self.sql)? {
                 Some(run_id) => self.begin(&run_id).await,
-                // A kept agent waits a while for the session's next run, then stops.
-                None => Ok(match self.expire_kept_agent().await? {
-                    Some(left) => Next::After(left),
-                    None => Next::Idle,
-                }),
+                // Between runs: artifacts the bucket refused are tried again, and a kept agent
+                // waits a while for the session's next run, then stops.
+                None => {
+                    let artifacts = self.flush_artifacts().await?;
+                    let agent = self.expire_kept_agent().await?;
+                    Ok(match artifacts.into_iter().chain(agent).min() {
+                        Some(left) => Next::After(left),
+                        None => Next::Idle,
+                    })
+                }
             };
         };
         let run = self

@@ -13,6 +13,7 @@ mod git;
 mod keep;
 mod launch;
 mod opencode;
+mod outbox;
 mod policy;
 mod resume;
 mod retry;

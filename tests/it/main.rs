@@ -27,6 +27,7 @@ mod sandboxes;
 mod secrets;
 mod security;
 mod soak;
+mod storage_faults;
 mod streams;
 mod tasks;
 mod templates;

@@ -68,10 +68,27 @@ async fn start_and_reach_the_command(mcp: &Mcp, stack: &RunStack) -> (String, St
         })
         .await;
     assert_eq!(status(&busy), "running", "{busy:#}");
-    (
-        run_id,
-        format!("sbx_{}", session.trim_start_matches("ses_")),
-    )
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    // The agent reports its tool as running a moment before the shell starts it; the fix is
+    // on disk once the command's `sleep` runs (a fault before that would lose the fix too).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = mcp
+            .call_ok(
+                "sandbox_exec",
+                json!({"sandboxId": &sandbox, "command": "ps -eo args= | grep -cx 'sleep 15' || true"}),
+            )
+            .await;
+        if out["stdout"].as_str().unwrap_or_default().trim() != "0" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent's command never started: {out:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    (run_id, sandbox)
 }
 
 /// The run ended with the fix pushed and its pull request open, after one resume that the

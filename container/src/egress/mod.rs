@@ -8,6 +8,8 @@
 
 pub mod authority;
 pub(crate) mod credentials;
+#[cfg(test)]
+mod fuzz;
 mod http;
 mod intercept;
 mod proxy;

@@ -2,6 +2,7 @@
 //! `RunStatus::can_become`, so terminal statuses are final whoever reports late.
 
 use super::*;
+use crate::artifacts::Artifact;
 
 pub(super) fn insert_transition(
     sql: &SqlStorage,
@@ -120,6 +121,44 @@ pub fn progress(
         ],
     )?;
     Ok((run, true))
+}
+
+/// An artifact the bucket refused at the run's end was stored after all (`stored`), or given
+/// up: it leaves the run's pending list and, stored, shows as there.
+pub fn settle_artifact(
+    sql: &SqlStorage,
+    run_id: &str,
+    artifact: Artifact,
+    stored: bool,
+    now: i64,
+) -> Result<()> {
+    #[derive(Deserialize)]
+    struct Row {
+        outcome: Option<String>,
+    }
+    let row = sql
+        .exec("SELECT outcome FROM runs WHERE id = ?", vec![run_id.into()])?
+        .to_array::<Row>()?
+        .pop()
+        .ok_or_else(|| Error::not_found(format!("run {run_id} not found")))?;
+    let Some(json) = row.outcome else {
+        return Ok(());
+    };
+    let mut outcome: RunOutcome = serde_json::from_str(&json)?;
+    outcome.pending.retain(|a| *a != artifact);
+    match artifact {
+        Artifact::Transcript => outcome.transcript |= stored,
+        Artifact::Diff => outcome.diff |= stored,
+    }
+    sql.exec(
+        "UPDATE runs SET outcome = ?, updated_at = ? WHERE id = ?",
+        vec![
+            serde_json::to_string(&outcome)?.into(),
+            now.into(),
+            run_id.into(),
+        ],
+    )?;
+    Ok(())
 }
 
 pub(super) fn get_status(sql: &SqlStorage, run_id: &str) -> Result<RunStatus> {

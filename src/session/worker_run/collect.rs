@@ -245,7 +245,8 @@ impl Driver<'_> {
         Ok(outputs)
     }
 
-    pub(super) async fn put_artifact(
+    /// Writes `bytes` to the bucket at `key`.
+    pub(in crate::session) async fn put_artifact(
         &self,
         key: &str,
         bytes: Vec<u8>,

@@ -1,0 +1,110 @@
+//! The artifacts bucket (R2) refusing writes when a run ends: the run still ends with its work
+//! pushed and its pull request open; its result lists the transcript and the diff as pending
+//! (no transcript link meanwhile); once the bucket takes writes again the session stores them
+//! and the result links them — nothing is lost. The bucket is made to fail by making its local
+//! storage immutable (`chattr +i`), which even root cannot write through, so the test needs its
+//! own stack.
+
+use handoff_tests::mcp::read;
+use handoff_tests::runs::{repo_name, status, terminal};
+use handoff_tests::stack::RunStack;
+use handoff_tests::Mcp;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// Makes everything under a folder immutable while it lives.
+struct Frozen(PathBuf);
+
+impl Frozen {
+    fn new(dir: &Path) -> Frozen {
+        std::fs::create_dir_all(dir).expect("create the bucket's folder");
+        chattr("+i", dir);
+        Frozen(dir.to_path_buf())
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        chattr("-i", &self.0);
+    }
+}
+
+fn chattr(flag: &str, dir: &Path) {
+    let ok = Command::new("chattr")
+        .args(["-R", flag])
+        .arg(dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "chattr -R {flag} {} failed", dir.display());
+}
+
+#[tokio::test]
+async fn a_run_ending_while_the_bucket_fails_keeps_its_artifacts_until_stored() {
+    let stack = RunStack::start(&[]);
+    let mcp = Mcp::connect(&stack.url()).await;
+    let repository = stack.broken_repo(&repo_name("bucket-down"));
+    let out = mcp
+        .call_ok(
+            "opencode_run_task",
+            json!({"task": "The test in test.sh fails. Fix it. [scenario:fix-add]",
+                   "repository": &repository}),
+        )
+        .await;
+    let run_id = out["runId"].as_str().unwrap().to_string();
+    let frozen = Frozen::new(&stack.worker.state_dir().join("v3/r2"));
+
+    let run = mcp
+        .wait_run(&run_id, Duration::from_secs(240), terminal)
+        .await;
+    assert_eq!(status(&run), "completed", "{run:#}");
+    let result = &run["result"];
+    assert_eq!(result["changedFiles"], json!(["add.sh"]), "{run:#}");
+    assert!(result["pullRequestUrl"].is_string(), "{run:#}");
+    assert_eq!(
+        result["artifactsPending"],
+        json!(["transcript", "diff"]),
+        "{run:#}"
+    );
+    assert!(result["transcriptUrl"].is_null(), "{run:#}");
+    let page = read(
+        reqwest::get(run["webUiUrl"].as_str().unwrap())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(
+        page.body.contains("The transcript is not stored yet"),
+        "{}",
+        page.body
+    );
+
+    // The bucket takes writes again: the session stores what it kept.
+    drop(frozen);
+    let stored = mcp
+        .wait_run(&run_id, Duration::from_secs(120), |r| {
+            r["result"]["artifactsPending"].is_null()
+        })
+        .await;
+    let transcript_url = stored["result"]["transcriptUrl"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no transcript after the bucket came back: {stored:#}"));
+    let transcript = read(reqwest::get(transcript_url).await.unwrap()).await;
+    assert_eq!(transcript.status, 200);
+    let messages: Value = transcript.json();
+    assert!(
+        messages.as_array().is_some_and(|m| m.len() >= 2),
+        "{messages}"
+    );
+    let diff = mcp
+        .request(
+            "resources/read",
+            json!({"uri": format!("handoff://runs/{run_id}/diff")}),
+        )
+        .await;
+    let text = diff["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("diff --git a/add.sh b/add.sh"), "{diff:#}");
+}
