@@ -121,10 +121,9 @@ impl Driver<'_> {
                 );
                 self.save(&retry)?;
                 if policy::detached(phase) {
-                    let message = format!(
-                        "the sandbox is not answering ({}); trying again for up to {} in all",
-                        e.message,
-                        policy::human(runs_config::daemon_outage_ms(self.env) / 1000)
+                    let message = policy::waiting_message(
+                        &e.message,
+                        runs_config::daemon_outage_ms(self.env) / 1000,
                     );
                     // Best effort: the ledger is told again once the sandbox answers.
                     let _ = self.progress(&retry, &message).await;

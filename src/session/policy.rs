@@ -44,6 +44,19 @@ pub fn retries(kind: ErrorKind, outage: Outage, phase: Phase) -> bool {
         }
 }
 
+/// How an error of the artifacts bucket refusing a write begins.
+pub const STORAGE_REFUSED: &str = "the artifacts storage (R2) refused";
+
+/// The progress line of a run waiting out an outage (`error`, for up to `tolerated_s`).
+pub fn waiting_message(error: &str, tolerated_s: i64) -> String {
+    let within = human(tolerated_s);
+    if error.starts_with(STORAGE_REFUSED) {
+        format!("{error}; trying again for up to {within} in all")
+    } else {
+        format!("the sandbox is not answering ({error}); trying again for up to {within} in all")
+    }
+}
+
 /// Whether the sandbox carries on by itself in `phase`, so an outage is waited out.
 pub fn detached(phase: Phase) -> bool {
     matches!(
@@ -236,6 +249,17 @@ pub fn human(secs: i64) -> String {
 mod tests {
     use super::*;
     use crate::runs::Step;
+
+    #[test]
+    fn a_wait_names_what_it_waits_for() {
+        let storage = format!("{STORAGE_REFUSED} runs/r/logs.json: EPERM");
+        assert_eq!(
+            waiting_message(&storage, 300),
+            format!("{storage}; trying again for up to 5 min in all")
+        );
+        let sandbox = waiting_message("connection refused", 300);
+        assert!(sandbox.starts_with("the sandbox is not answering (connection refused)"));
+    }
 
     fn look() -> Look {
         Look {

@@ -1,13 +1,15 @@
 //! The artifacts bucket (R2) refusing writes when a run ends: the run still ends with its work
 //! pushed and its pull request open; its result lists the transcript and the diff as pending
 //! (no transcript link meanwhile); once the bucket takes writes again the session stores them
-//! and the result links them — nothing is lost. The bucket is made to fail by making its local
-//! storage immutable (`chattr +i`), which even root cannot write through, so the test needs its
-//! own stack.
+//! and the result links them — nothing is lost. A worker run whose logs and output the bucket
+//! refuses waits in `collecting`, saying so, and completes with them once the bucket is back.
+//! The bucket is made to fail by making its local storage immutable (`chattr +i`), which even
+//! root cannot write through, so the test needs its own stack.
 
 use handoff_tests::mcp::read;
 use handoff_tests::runs::{repo_name, status, terminal};
 use handoff_tests::stack::RunStack;
+use handoff_tests::workers::name;
 use handoff_tests::Mcp;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -41,9 +43,17 @@ fn chattr(flag: &str, dir: &Path) {
 }
 
 #[tokio::test]
-async fn a_run_ending_while_the_bucket_fails_keeps_its_artifacts_until_stored() {
+async fn runs_and_worker_runs_keep_what_the_bucket_refuses_until_it_takes_it() {
     let stack = RunStack::start(&[]);
     let mcp = Mcp::connect(&stack.url()).await;
+    a_run_ending_while_the_bucket_fails_keeps_its_artifacts_until_stored(&stack, &mcp).await;
+    a_worker_run_waits_for_the_bucket_to_take_its_outputs(&stack, &mcp).await;
+}
+
+async fn a_run_ending_while_the_bucket_fails_keeps_its_artifacts_until_stored(
+    stack: &RunStack,
+    mcp: &Mcp,
+) {
     let repository = stack.broken_repo(&repo_name("bucket-down"));
     let out = mcp
         .call_ok(
@@ -107,4 +117,45 @@ async fn a_run_ending_while_the_bucket_fails_keeps_its_artifacts_until_stored() 
         .as_str()
         .unwrap_or_default();
     assert!(text.contains("diff --git a/add.sh b/add.sh"), "{diff:#}");
+}
+
+async fn a_worker_run_waits_for_the_bucket_to_take_its_outputs(stack: &RunStack, mcp: &Mcp) {
+    let worker = name("bucket-down");
+    let manifest = format!(
+        "schema_version: 1\nname: {worker}\nruntime: sh\noutputs:\n  files:\n    - {{path: note.txt, media_type: text/plain, required: true}}\n"
+    );
+    mcp.deploy(&[
+        ("worker.yml", &manifest),
+        (
+            "run.sh",
+            "echo kept > outputs/note.txt; echo wrote the note\n",
+        ),
+    ])
+    .await;
+    let frozen = Frozen::new(&stack.worker.state_dir().join("v3/r2"));
+    let run_id = mcp.run_worker(&worker, json!({})).await;
+    let waiting = mcp
+        .wait_worker(&run_id, Duration::from_secs(120), |r| {
+            r["message"].as_str().is_some_and(|m| m.contains("refused"))
+                || r["completedAt"].is_string()
+        })
+        .await;
+    assert_eq!(waiting["status"], json!("running"), "{waiting:#}");
+    assert_eq!(waiting["phase"], json!("collecting"), "{waiting:#}");
+
+    drop(frozen);
+    let run = mcp.worker_ended(&run_id).await;
+    assert_eq!(run["status"], json!("completed"), "{run:#}");
+    assert!(
+        run["logs"]["stdout"]
+            .as_str()
+            .is_some_and(|o| o.contains("wrote the note")),
+        "{run:#}"
+    );
+    let url = run["outputs"][0]["downloadUrl"]
+        .as_str()
+        .expect("download link");
+    let response = reqwest::get(url).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.unwrap(), "kept\n");
 }

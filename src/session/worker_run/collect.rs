@@ -9,6 +9,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::runs::{RunError, RunErrorCode, RunOutcome, RunRecord, RunStatus};
 use crate::sandbox::api::{ListFiles, Logs, Process, ReadFile, SandboxClient};
 use crate::session::driver::{Driver, Next};
+use crate::session::policy;
 use crate::session::store::{self, Current};
 use crate::workers::redact::Redactor;
 use crate::workers::result_schema;
@@ -97,14 +98,15 @@ impl Driver<'_> {
         let sandbox = self.sandbox()?;
         let logs =
             json!({"stdout": ended.stdout, "stderr": ended.stderr, "truncated": ended.truncated});
-        let logs_stored = self
-            .put_artifact(
-                &artifacts::logs_key(&run.id),
-                logs.to_string().into_bytes(),
-                "application/json",
-            )
-            .await
-            .is_ok();
+        // A bucket that refuses the logs or an output is waited for (the sandbox keeps them):
+        // the step fails as unavailable and is tried again.
+        self.put_artifact(
+            &artifacts::logs_key(&run.id),
+            logs.to_string().into_bytes(),
+            "application/json",
+        )
+        .await?;
+        let logs_stored = true;
         let mut problems = Vec::new();
         let mut result = match read_result(&sandbox, redactor).await {
             Ok(result) => result,
@@ -245,7 +247,7 @@ impl Driver<'_> {
         Ok(outputs)
     }
 
-    /// Writes `bytes` to the bucket at `key`.
+    /// Writes `bytes` to the bucket at `key`; a refusal is `Unavailable` (worth waiting out).
     pub(in crate::session) async fn put_artifact(
         &self,
         key: &str,
@@ -260,7 +262,8 @@ impl Driver<'_> {
                 ..Default::default()
             })
             .execute()
-            .await?;
+            .await
+            .map_err(|e| Error::unavailable(format!("{} {key}: {e}", policy::STORAGE_REFUSED)))?;
         Ok(())
     }
 }
