@@ -18,7 +18,7 @@ pub fn get(req: &Request, name: &str) -> Option<String> {
 }
 
 /// The value of `name` in a `Cookie` header.
-fn find<'a>(header: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn find<'a>(header: &'a str, name: &str) -> Option<&'a str> {
     header.split(';').find_map(|pair| {
         let (k, v) = pair.trim().split_once('=')?;
         (k.trim() == name && !v.is_empty()).then_some(v.trim())

@@ -178,6 +178,41 @@ fn fuzz_jwts() {
 }
 
 #[test]
+fn fuzz_cookies() {
+    let pieces = &[
+        "handoff_owner",
+        "handoff_owner_x",
+        "xhandoff_owner",
+        "handoff_csrf",
+        "=",
+        ";",
+        " ",
+        "\t",
+        ",",
+        "\"",
+        "%3B",
+        "eyJ.x.y",
+    ];
+    fuzz("cookies", hostile_text(pieces), |header| {
+        for name in ["handoff_owner", "handoff_csrf"] {
+            let Some(value) = crate::cookies::find(&header, name) else {
+                continue;
+            };
+            // Only a pair named exactly `name` is read, whole, and never across a `;`.
+            prop_assert!(!value.is_empty() && !value.contains(';'), "{header:?}");
+            prop_assert_eq!(value, value.trim());
+            let named = header.split(';').any(|pair| {
+                pair.trim()
+                    .split_once('=')
+                    .is_some_and(|(k, v)| k.trim() == name && v.trim() == value)
+            });
+            prop_assert!(named, "{name} read as {value:?} from {header:?}");
+        }
+        Ok(())
+    });
+}
+
+#[test]
 fn fuzz_oauth_form_parameters() {
     let input = prop_oneof![
         bytes(400),
