@@ -246,6 +246,18 @@ pub struct RunOutcome {
     pub worker: Option<crate::workers::WorkerOutcome>,
 }
 
+impl RunOutcome {
+    /// `artifact` is no longer pending: stored (and shown as there), or given up.
+    pub fn settle(&mut self, artifact: crate::artifacts::Artifact, stored: bool) {
+        use crate::artifacts::Artifact;
+        self.pending.retain(|a| *a != artifact);
+        match artifact {
+            Artifact::Transcript => self.transcript |= stored,
+            Artifact::Diff => self.diff |= stored,
+        }
+    }
+}
+
 /// A status change and when it happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Transition {

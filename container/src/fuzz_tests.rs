@@ -1,6 +1,7 @@
 //! Property-based fuzzing (proptest) of the daemon's parsers of outside input: workspace paths
 //! (every file route), the egress credential proxy's path check and the Worker's bearer
-//! tokens; the egress proxy itself is fuzzed with raw requests in `egress/fuzz.rs`. `cargo xtask test` runs 2,000 cases per target, `cargo xtask fuzz` many more
+//! tokens; the egress proxy itself is fuzzed with raw requests in `egress/fuzz.rs`.
+//! `cargo xtask test` runs 2,000 cases per target, `cargo xtask fuzz` many more
 //! (`HANDOFF_FUZZ_CASES`); see the Worker's `src/fuzz/` for the rest.
 
 use crate::auth::Verifier;

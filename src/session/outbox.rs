@@ -5,6 +5,7 @@
 //! refusals it is given up, and the run says it has no such artifact.
 
 use super::driver::Driver;
+use super::policy;
 use super::store::{self, KeptArtifact};
 use crate::artifacts::Artifact;
 use crate::config;
@@ -39,13 +40,7 @@ impl Driver<'_> {
                 .put_artifact(&key, text.as_bytes().to_vec(), artifact.media_type())
                 .await
             {
-                Ok(()) => {
-                    match artifact {
-                        Artifact::Transcript => outcome.transcript = true,
-                        Artifact::Diff => outcome.diff = true,
-                    }
-                    return;
-                }
+                Ok(()) => return outcome.settle(artifact, true),
                 Err(e) if tries < WAITS_NOW_MS.len() => {
                     Delay::from(Duration::from_millis(WAITS_NOW_MS[tries])).await;
                     tries += 1;
@@ -126,7 +121,6 @@ impl Driver<'_> {
 /// The wait before the try after `attempts` failed ones: the poll interval, doubling, at most
 /// five minutes.
 fn delay(driver: &Driver<'_>, attempts: i64) -> i64 {
-    let poll = config::poll_interval_ms(driver.env);
-    poll.saturating_mul(1 << attempts.clamp(0, 20))
-        .min(MAX_WAIT_MS)
+    let failures = u32::try_from(attempts.max(0)).unwrap_or(u32::MAX);
+    policy::backoff_ms(config::poll_interval_ms(driver.env), failures, MAX_WAIT_MS)
 }

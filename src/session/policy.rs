@@ -72,9 +72,14 @@ pub fn detached(phase: Phase) -> bool {
 /// The wait before the next try after `failures` consecutive failures: the poll interval,
 /// doubled with each failure, at most [`MAX_RETRY_DELAY_MS`].
 pub fn retry_delay_ms(poll_ms: i64, failures: u32) -> i64 {
-    poll_ms
+    backoff_ms(poll_ms, failures, MAX_RETRY_DELAY_MS)
+}
+
+/// `first_ms`, doubled with each of `failures`, at most `cap_ms` (never below `first_ms`).
+pub fn backoff_ms(first_ms: i64, failures: u32, cap_ms: i64) -> i64 {
+    first_ms
         .saturating_mul(1 << failures.min(20))
-        .clamp(1, MAX_RETRY_DELAY_MS.max(poll_ms))
+        .clamp(1, cap_ms.max(first_ms))
 }
 
 /// The code of a run whose step in `phase` failed with `kind` for good.

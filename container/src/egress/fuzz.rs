@@ -117,6 +117,11 @@ async fn exchange(proxy: u16, bytes: &[u8]) -> Result<Vec<u8>, String> {
     }
 }
 
+/// `piece` with `{f}` standing for the forbidden listener's port.
+fn at_port(piece: &str, f: u16) -> String {
+    piece.replace("{f}", &f.to_string())
+}
+
 fn requests(forbidden: u16) -> impl Strategy<Value = Vec<u8>> {
     let f = forbidden;
     let targets: Vec<String> = [
@@ -157,7 +162,7 @@ fn requests(forbidden: u16) -> impl Strategy<Value = Vec<u8>> {
         "//127.0.0.1:{f}/",
     ]
     .iter()
-    .map(|t| t.replace("{f}", &f.to_string()))
+    .map(|t| at_port(t, f))
     .collect();
     let method = prop_oneof![
         4 => proptest::sample::select(vec!["GET", "POST", "CONNECT", "PUT", "get", "OPTIONS"])
@@ -195,7 +200,7 @@ fn requests(forbidden: u16) -> impl Strategy<Value = Vec<u8>> {
         "hello",
     ]
     .iter()
-    .map(|h| h.replace("{f}", &f.to_string()))
+    .map(|h| at_port(h, f))
     .collect();
     let header = prop_oneof![
         6 => proptest::sample::select(headers),

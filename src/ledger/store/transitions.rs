@@ -145,11 +145,7 @@ pub fn settle_artifact(
         return Ok(());
     };
     let mut outcome: RunOutcome = serde_json::from_str(&json)?;
-    outcome.pending.retain(|a| *a != artifact);
-    match artifact {
-        Artifact::Transcript => outcome.transcript |= stored,
-        Artifact::Diff => outcome.diff |= stored,
-    }
+    outcome.settle(artifact, stored);
     sql.exec(
         "UPDATE runs SET outcome = ?, updated_at = ? WHERE id = ?",
         vec![
