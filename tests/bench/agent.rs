@@ -3,6 +3,7 @@
 //! bare `opencode run` of the same scripted task, daemon and OpenCode memory during a run, and
 //! how many runs one host completes at once.
 
+use crate::cpu::CpuSnapshot;
 use crate::stats::verdict;
 use handoff_tests::stack::{RunStack, CANARY_ANTHROPIC_KEY};
 use handoff_tests::{root, Mcp};
@@ -16,9 +17,10 @@ const TASK: &str = "The test in test.sh fails. Fix it. [scenario:fix-add]";
 
 pub async fn run() {
     println!("\n== Delegated runs (real OpenCode, scripted LLM, local forge) ==");
-    let stack = RunStack::start(&[("RUN_POLL_INTERVAL_MS", "250")]);
+    // The deployment's default poll interval: the CPU figures are a deployment's.
+    let stack = RunStack::start(&[("RUN_POLL_INTERVAL_MS", "2000")]);
     let mcp = Arc::new(Mcp::connect(&stack.url()).await);
-    println!("(session poll interval 250 ms)");
+    println!("(session poll interval 2000 ms, the default)");
 
     // Cold: a new session, so a new sandbox, a clone and a fresh OpenCode.
     let repo = stack.broken_repo("bench-cold");
@@ -104,6 +106,7 @@ pub async fn run() {
             .map(|i| stack.broken_repo(&format!("bench-par-{n}-{i}")))
             .collect();
         let started = Instant::now();
+        let cpu_before = CpuSnapshot::take(daemon_pid);
         let mut handles = Vec::new();
         for repo in repos {
             let mcp = mcp.clone();
@@ -126,6 +129,10 @@ pub async fn run() {
             secs / single,
             if n == 8 { "; target ≤ 3×" } else { "" },
             verdict(completed == n && (n < 8 || secs <= 3.0 * single))
+        );
+        println!(
+            "  {}",
+            cpu_before.spent_until(&CpuSnapshot::take(daemon_pid), n)
         );
     }
     let (kept, kib) = opencode_servers();

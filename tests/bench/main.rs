@@ -3,6 +3,7 @@
 
 mod agent;
 mod containers;
+mod cpu;
 mod lifecycle;
 mod load;
 mod oauth;

@@ -1,6 +1,7 @@
 //! The runs benchmark: starts a fresh local Worker and prints the foundation's figures —
 //! bundle size, `opencode_get_result` / `opencode_list_runs` latency and throughput with 1 and
-//! 10 clients, and `opencode_list_runs` latency with 100 vs 10,000 runs in the ledger.
+//! 10 clients, `opencode_run_task`'s answer, and `opencode_list_runs` latency with 100 vs 10,000
+//! runs in the ledger.
 //! It prints what it measured and how that compares with the targets; it never fails on them.
 
 use crate::stats::{measure, report, verdict};
@@ -13,6 +14,8 @@ use std::time::{Duration, Instant};
 const SAMPLES_ONE_CLIENT: usize = 400;
 const SAMPLES_PER_CLIENT: usize = 100;
 const SESSIONS: usize = 100;
+/// `opencode_run_task` calls measured one after another (each adds a run to the ledger).
+const START_SAMPLES: usize = 100;
 
 pub async fn run() {
     bundle_size();
@@ -75,10 +78,28 @@ pub async fn run() {
         &measure(&mcp, 1, SAMPLES_ONE_CLIENT, tools).await,
     );
 
+    // A new run into an existing session: what a client waits for before it has a runId.
+    let session = sessions[0].clone();
+    let start = move |mcp: Arc<Mcp>| {
+        let session = session.clone();
+        async move {
+            mcp.call_ok(
+                "opencode_run_task",
+                json!({"task": "bench acknowledgement", "sessionId": session}),
+            )
+            .await;
+        }
+    };
+    report(
+        "opencode_run_task (answered), 1 client",
+        &measure(&mcp, 1, START_SAMPLES, start).await,
+    );
+    wait_quiet(&mcp).await;
+
     crate::ts_sdk::run(&base, &run_id_for_sdk, floor.p50).await;
 
     println!("\n== Seeding to 10,000 runs ==");
-    seed(&mcp, sessions, 10_000 - 100).await;
+    seed(&mcp, sessions, 10_000 - 100 - START_SAMPLES).await;
     let list_10k = measure(&mcp, 1, SAMPLES_ONE_CLIENT, list).await;
     println!(
         "{:<34} {:>8} {:>8} {:>9}",
