@@ -2,7 +2,7 @@
 //! differs between backends: a Cloudflare Container's TCP port, or a daemon URL (local
 //! backend). Every call carries a short-lived token for this one sandbox.
 
-use super::api::{PortReply, PortRequest};
+use super::api::{port_watch, PortReply, PortRequest};
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::query_value;
@@ -419,19 +419,17 @@ impl Daemon {
         let limit = Duration::from_millis(req.timeout_ms.unwrap_or(5 * 60 * 1000)) + GRACE;
         let mut response = self.dispatch(request, Some(limit)).await?;
         let status = response.status_code();
-        let daemon_error = response
-            .headers()
-            .get("x-handoff-daemon")
-            .ok()
-            .flatten()
-            .is_some();
-        if daemon_error {
+        if response.headers().has("x-handoff-daemon")? {
             return Err(daemon_error_from(response).await);
         }
-        Ok(PortReply {
-            status,
-            body: response.text().await?,
-        })
+        let (body, seen) = match &req.watch {
+            Some(watch) => (
+                String::new(),
+                port_watch::read_until(response, watch).await?,
+            ),
+            None => (response.text().await?, false),
+        };
+        Ok(PortReply { status, body, seen })
     }
 
     /// The workspace as a tar.gz stream.

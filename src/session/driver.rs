@@ -300,7 +300,10 @@ impl Driver<'_> {
                 current.prompted_at = Some(now_ms());
                 self.save(&current)?;
                 self.progress(&current, "the agent is working").await?;
-                Ok(Next::After(config::poll_interval_ms(self.env)))
+                let (agent, session) = (self.agent(&current)?, current.agent_session.clone());
+                Ok(self
+                    .until_turn_ends(&agent, &session.unwrap_or_default())
+                    .await)
             }
             Phase::Working => self.follow(current, run).await,
             Phase::Resuming => self.resume(current, run).await,

@@ -2,7 +2,7 @@
 //! progress and, through `policy::judge`, into the decision to keep following or finish.
 
 use super::driver::{Driver, Next};
-use super::opencode::Activity;
+use super::opencode::{Activity, Agent};
 use super::policy::{self, Look, Turn};
 use super::store::{Current, Phase};
 use super::turn;
@@ -36,7 +36,7 @@ impl Driver<'_> {
         let now = now_ms();
         if current.looked_at.is_some_and(|at| now - at < LOOK_EVERY_MS) {
             match agent.activity(&session).await {
-                Ok(Activity::Busy) => return Ok(Next::After(config::poll_interval_ms(self.env))),
+                Ok(Activity::Busy) => return Ok(self.until_turn_ends(&agent, &session).await),
                 Ok(_) => {}
                 Err(e) => return self.agent_unreachable(&current, e).await,
             }
@@ -121,7 +121,31 @@ impl Driver<'_> {
             Turn::NeverAnswered => Err(Error::internal(
                 "the agent went idle without answering the task".to_string(),
             )),
-            Turn::Working => Ok(Next::After(config::poll_interval_ms(self.env))),
+            Turn::Working => Ok(match activity {
+                Activity::Busy => self.until_turn_ends(&agent, &session).await,
+                // Idle but not over: its last answer still being written, or the prompt not
+                // taken up yet. That passes in a moment, not a whole interval.
+                Activity::Idle => Next::After(config::poll_interval_ms(self.env).min(SETTLING_MS)),
+                Activity::Retry { .. } => Next::After(config::poll_interval_ms(self.env)),
+            }),
+        }
+    }
+
+    /// Waits for the busy agent's turn to end, watching its events for at most the poll
+    /// interval (and `WATCH_MAX_MS`), so a finished turn is noticed at once instead of at the
+    /// next look. Looks again at once when the turn ended or the interval is over; otherwise
+    /// (the watch failed, the stream ended early, a long interval) once the rest has passed.
+    pub(super) async fn until_turn_ends(&self, agent: &Agent, session: &str) -> Next {
+        let interval = config::poll_interval_ms(self.env);
+        let started = now_ms();
+        let seen = agent
+            .watch_for_idle(session, interval.min(WATCH_MAX_MS) as u64)
+            .await;
+        let waited = now_ms() - started;
+        match seen {
+            Ok(true) => Next::Now,
+            _ if waited >= interval => Next::Now,
+            _ => Next::After(interval - waited),
         }
     }
 
@@ -167,6 +191,11 @@ impl Driver<'_> {
 
 /// How often the messages of a busy agent are read.
 const LOOK_EVERY_MS: i64 = 2_000;
+/// The longest one watch for the end of a turn lasts (a session's alarm takes several steps,
+/// and an alarm must end within minutes).
+const WATCH_MAX_MS: i64 = 10_000;
+/// How soon an idle agent whose turn is not over yet is looked at again.
+const SETTLING_MS: i64 = 500;
 /// How often an unchanged progress report is repeated (it keeps the stall watchdog fed).
 const REPORT_EVERY_MS: i64 = 10_000;
 

@@ -31,6 +31,8 @@ use worker::{console_error, durable_object, DurableObject, Env, Request, Respons
 
 /// Steps one alarm may take before it yields (each step persists its state).
 const STEPS_PER_ALARM: usize = 20;
+/// How soon an alarm that yielded after `STEPS_PER_ALARM` steps comes back.
+const YIELD_MS: i64 = 50;
 
 #[durable_object]
 pub struct WorkSession {
@@ -54,9 +56,10 @@ impl DurableObject for WorkSession {
         let Some(driver) = self.driver()? else {
             return Response::ok("");
         };
-        for _ in 0..STEPS_PER_ALARM {
+        let mut done = 0;
+        while done < STEPS_PER_ALARM {
             match driver.step().await {
-                Ok(Next::Now) => continue,
+                Ok(Next::Now) => done += 1,
                 Ok(Next::After(ms)) => {
                     self.state.storage().set_alarm(ms).await?;
                     return Response::ok("");
@@ -68,11 +71,15 @@ impl DurableObject for WorkSession {
                 }
             }
         }
-        // More to do, or a failed step to retry: come back shortly.
-        self.state
-            .storage()
-            .set_alarm(config::poll_interval_ms(&self.env))
-            .await?;
+        // More to do (come back at once: the steps wait themselves), or a failed step to
+        // retry (after the poll interval).
+        let failed = done < STEPS_PER_ALARM;
+        let next = if failed {
+            config::poll_interval_ms(&self.env)
+        } else {
+            YIELD_MS
+        };
+        self.state.storage().set_alarm(next).await?;
         Response::ok("")
     }
 }

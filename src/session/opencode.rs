@@ -2,6 +2,7 @@
 //! requests. Its messages are read into run progress in `turn.rs`.
 
 use crate::error::{Error, Result};
+use crate::sandbox::api::port_watch::Watch;
 use crate::sandbox::api::{CallPort, PortReply, PortRequest, SandboxClient};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -46,21 +47,46 @@ impl Agent {
         body: Option<Value>,
         timeout_ms: u64,
     ) -> Result<PortReply> {
+        let request = self.port_request(method, path, body, timeout_ms);
+        self.sandbox.call(CallPort { request }).await
+    }
+
+    /// A request to OpenCode about this agent's directory, with the session's password.
+    fn port_request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        timeout_ms: u64,
+    ) -> PortRequest {
         let separator = if path.contains('?') { '&' } else { '?' };
         let path = format!(
             "{path}{separator}directory={}",
             crate::http::query_value(&self.dir)
         );
         let auth = B64.encode(format!("opencode:{}", self.password));
-        let request = PortRequest {
+        PortRequest {
             port: PORT,
             method: method.to_string(),
             path,
             body: body.map(|b| b.to_string()),
             authorization: Some(format!("Basic {auth}")),
             timeout_ms: Some(timeout_ms),
-        };
-        self.sandbox.call(CallPort { request }).await
+            watch: None,
+        }
+    }
+
+    /// Watches OpenCode's events for at most `within_ms` for `session` going idle (its turn
+    /// over); whether it did. A turn that ended just before the watch began is not seen: the
+    /// caller looks again after the wait either way.
+    pub async fn watch_for_idle(&self, session: &str, within_ms: u64) -> Result<bool> {
+        let mut request = self.port_request("GET", "/event", None, REQUEST_TIMEOUT_MS);
+        request.watch = Some(Watch {
+            text: format!(r#""type":"session.idle","properties":{{"sessionID":"{session}"}}"#),
+            within_ms,
+        });
+        let reply = self.sandbox.call(CallPort { request }).await?;
+        Ok(reply.seen)
     }
 
     async fn json(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value> {

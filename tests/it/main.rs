@@ -32,6 +32,7 @@ mod streams;
 mod tasks;
 mod templates;
 mod tools_list;
+mod turn_end;
 mod wait;
 mod worker_agent;
 mod worker_examples;

@@ -1,7 +1,8 @@
 //! What a sandbox object can be asked, and the typed client the Worker uses (with the reader of
-//! a streamed exec, `exec_stream`).
+//! a streamed exec, `exec_stream`, and the watcher of a program's event stream, `port_watch`).
 
 pub mod exec_stream;
+pub mod port_watch;
 
 use crate::error::Result;
 use crate::rpc::{self, Ack};
@@ -111,12 +112,19 @@ pub struct PortRequest {
     pub authorization: Option<String>,
     /// Give up (HTTP 504 from the daemon) if the program has not started answering by then.
     pub timeout_ms: Option<u64>,
+    /// Read the answer (an event stream) only until it holds this text or the time is up, then
+    /// close it; the reply's body stays empty and `seen` says whether the text came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<port_watch::Watch>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PortReply {
     pub status: u16,
     pub body: String,
+    /// Whether a watched answer held the text it was watched for.
+    #[serde(default)]
+    pub seen: bool,
 }
 
 /// A sandbox as the object reports it: its record, the daemon's view while it runs, and the
