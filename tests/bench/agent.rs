@@ -316,10 +316,7 @@ fn opencode_pids() -> Vec<u32> {
         .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| {
-                    c.starts_with(b"opencode")
-                        || String::from_utf8_lossy(&c).contains("/opencode\0serve")
-                })
+                .map(|c| crate::cpu::is_opencode(&c))
                 .unwrap_or(false)
         })
         .collect()

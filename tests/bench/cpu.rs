@@ -83,14 +83,20 @@ fn kind(pid: u32, me: u32, daemon: u32) -> Kind {
         return Kind::Daemon;
     }
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let text = String::from_utf8_lossy(&cmdline);
-    if cmdline.starts_with(b"opencode") || text.contains("/opencode\0") {
+    if is_opencode(&cmdline) {
         Kind::Agent
-    } else if text.contains("workerd") {
+    } else if String::from_utf8_lossy(&cmdline).contains("workerd") {
         Kind::Workerd
     } else {
         Kind::Other
     }
+}
+
+/// Whether a process's command line (NUL-separated) is an OpenCode server, on the host or in a
+/// sandbox.
+pub fn is_opencode(cmdline: &[u8]) -> bool {
+    cmdline.starts_with(b"opencode")
+        || String::from_utf8_lossy(cmdline).contains("/opencode\0serve")
 }
 
 /// User and system CPU seconds of one live process (its threads included).
