@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use futures::StreamExt;
 use serde::Serialize;
 use serde_json::json;
+use worker::wasm_bindgen_futures::JsFuture;
 use worker::{console_error, Env, Headers, Request, Response, ResponseBuilder};
 
 /// Reads a request body of at most `max` bytes, or `None` when it is larger: checked against
@@ -34,6 +35,17 @@ pub async fn read_capped(req: &mut Request, max: usize) -> Result<Option<Vec<u8>
         body.extend_from_slice(&chunk);
     }
     Ok(Some(body))
+}
+
+/// A response's whole body as text, read by the runtime in one step. workers-rs reads the
+/// streamed body of a `fetch` reply chunk by chunk across the wasm boundary, a promise and a
+/// copy per chunk; this is one promise.
+pub async fn body_text(response: Response) -> Result<String> {
+    let response: worker::web_sys::Response = response.into();
+    let promise = response.text().map_err(worker::Error::from)?;
+    let text = JsFuture::from(promise).await.map_err(worker::Error::from)?;
+    text.as_string()
+        .ok_or_else(|| Error::internal("a response body that is not text".to_string()))
 }
 
 /// One server-sent event carrying a JSON-RPC message (the Streamable HTTP framing).

@@ -147,9 +147,9 @@ pub async fn send_text(stub: &Stub, body: String) -> Result<String> {
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(body.into()));
     let request = Request::new_with_init("https://durable-object/rpc", &init)?;
-    let mut response = stub.fetch_with_request(request).await?;
+    let response = stub.fetch_with_request(request).await?;
     let status = response.status_code();
-    let text = response.text().await?;
+    let text = crate::http::body_text(response).await?;
     if status == 200 {
         Ok(text)
     } else {
@@ -164,12 +164,12 @@ pub async fn call_streaming<Op: Serialize>(stub: &Stub, path: &str, op: &Op) -> 
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(body.into()));
     let request = Request::new_with_init(&format!("https://durable-object{path}"), &init)?;
-    let mut response = stub.fetch_with_request(request).await?;
+    let response = stub.fetch_with_request(request).await?;
     let status = response.status_code();
     if status == 200 {
         return Ok(response);
     }
-    let text = response.text().await?;
+    let text = crate::http::body_text(response).await?;
     Err(decode_error(status, text))
 }
 

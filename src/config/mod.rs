@@ -3,6 +3,8 @@
 
 use worker::Env;
 
+mod read;
+pub use read::get;
 pub mod runs;
 pub mod workers;
 
@@ -89,13 +91,6 @@ pub const MIN_SIGNING_KEY_LEN: usize = 32;
 pub struct ApiToken {
     pub name: String,
     pub value: String,
-}
-
-/// Reads one variable or secret; unset and empty are the same.
-pub fn get(env: &Env, name: &str) -> Option<String> {
-    let value = env.var(name).ok()?.to_string();
-    let trimmed = value.trim();
-    (!trimmed.is_empty()).then(|| trimmed.to_string())
 }
 
 /// Parses `HANDOFF_API_TOKENS`: entries separated by commas or whitespace, each `name:token` or

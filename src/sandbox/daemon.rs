@@ -5,7 +5,7 @@
 use super::api::{port_watch, PortReply, PortRequest};
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
-use crate::http::query_value;
+use crate::http::{self, query_value};
 use crate::jwt;
 use crate::time::now_ms;
 use futures::future::{select, Either};
@@ -238,7 +238,7 @@ impl Daemon {
         body: Option<String>,
         limit: Duration,
     ) -> Result<String> {
-        let mut response = self
+        let response = self
             .send(
                 method,
                 path,
@@ -247,7 +247,7 @@ impl Daemon {
                 limit,
             )
             .await?;
-        Ok(response.text().await?)
+        http::body_text(response).await
     }
 
     pub async fn put(&self, spec: &SandboxSpec) -> Result<SandboxState> {
@@ -319,7 +319,7 @@ impl Daemon {
     pub async fn write_file(&self, path: &str, bytes: Vec<u8>) -> Result<FileWritten> {
         let array = worker::js_sys::Uint8Array::from(bytes.as_slice());
         let query = format!("/files?path={}", query_value(path));
-        let mut response = self
+        let response = self
             .send(
                 Method::Put,
                 &query,
@@ -328,7 +328,7 @@ impl Daemon {
                 DEFAULT_LIMIT,
             )
             .await?;
-        let text = response.text().await?;
+        let text = http::body_text(response).await?;
         serde_json::from_str(&text)
             .map_err(|e| Error::internal(format!("undecodable daemon reply: {e}")))
     }
@@ -417,7 +417,7 @@ impl Daemon {
         );
         let request = Request::new_with_init(&self.url(&path), &init)?;
         let limit = Duration::from_millis(req.timeout_ms.unwrap_or(5 * 60 * 1000)) + GRACE;
-        let mut response = self.dispatch(request, Some(limit)).await?;
+        let response = self.dispatch(request, Some(limit)).await?;
         let status = response.status_code();
         if response.headers().has("x-handoff-daemon")? {
             return Err(daemon_error_from(response).await);
@@ -427,7 +427,7 @@ impl Daemon {
                 String::new(),
                 port_watch::read_until(response, watch).await?,
             ),
-            None => (response.text().await?, false),
+            None => (http::body_text(response).await?, false),
         };
         Ok(PortReply { status, body, seen })
     }
@@ -440,7 +440,7 @@ impl Daemon {
 
     /// Replaces the workspace with a tar.gz stream.
     pub async fn restore(&self, body: worker::wasm_bindgen::JsValue) -> Result<SandboxState> {
-        let mut response = self
+        let response = self
             .send(
                 Method::Put,
                 "/snapshot",
@@ -449,7 +449,7 @@ impl Daemon {
                 SNAPSHOT_LIMIT,
             )
             .await?;
-        let text = response.text().await?;
+        let text = http::body_text(response).await?;
         serde_json::from_str(&text)
             .map_err(|e| Error::internal(format!("undecodable daemon reply: {e}")))
     }
@@ -460,9 +460,9 @@ async fn daemon_error(response: Response) -> Error {
 }
 
 /// Turns a daemon error response into the Worker's error, keeping its message.
-async fn daemon_error_from(mut response: Response) -> Error {
+async fn daemon_error_from(response: Response) -> Error {
     let status = response.status_code();
-    let text = response.text().await.unwrap_or_default();
+    let text = http::body_text(response).await.unwrap_or_default();
     let body = serde_json::from_str::<ErrorBody>(&text).unwrap_or(ErrorBody {
         code: ErrorCode::from_status(status),
         message: match status {

@@ -87,7 +87,8 @@ impl Driver<'_> {
             {
                 Ok(pushed) => pushed,
                 Err(Failure { phase, error }) => {
-                    let message = policy::push_failure_message(phase, &error.message);
+                    let full = finish::disk_is_full(&agent.sandbox, &checkout.dir).await;
+                    let message = policy::push_failure_message(phase, &error.message, full);
                     self.fail(&current, RunErrorCode::PushFailed, message)
                         .await?;
                     return Ok(Next::Now);

@@ -10,10 +10,12 @@ use super::store::Checkout;
 use crate::config;
 use crate::error::{Error, Result};
 use crate::runs::Commit;
-use crate::sandbox::api::{ReadFile, SandboxClient, WriteFile};
+use crate::sandbox::api::{Exec, ReadFile, SandboxClient, WriteFile};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
+use handoff_wire::ExecRequest;
 use serde_json::json;
+use std::collections::BTreeMap;
 use worker::{Env, Method};
 
 /// Who handoff's own commits are by.
@@ -154,6 +156,35 @@ pub async fn push(
     }))
 }
 
+/// Below this much free space the sandbox's disk counts as full when a commit or push fails:
+/// git's messages do not always say so (a directory it could not create on a full disk is
+/// reported as missing), and nothing gets done in the last few MiB.
+const FULL_BELOW_KIB: u64 = 8 * 1024;
+
+/// Whether the file system holding `dir` in the sandbox has less than [`FULL_BELOW_KIB`] free,
+/// by `df`; `false` when that cannot be told.
+pub async fn disk_is_full(sandbox: &SandboxClient, dir: &str) -> bool {
+    let request = ExecRequest {
+        command: String::new(),
+        argv: Some(["df", "-Pk", "--", dir].map(String::from).to_vec()),
+        cwd: None,
+        env: BTreeMap::new(),
+        timeout_ms: 10_000,
+        credentials: Vec::new(),
+    };
+    match sandbox.call(Exec { request }).await {
+        Ok(df) if df.exit_code == Some(0) => {
+            available_kib(&df.stdout).is_some_and(|free| free < FULL_BELOW_KIB)
+        }
+        _ => false,
+    }
+}
+
+/// The free KiB in `df -Pk` output (the fourth column of its one line after the header).
+fn available_kib(df: &str) -> Option<u64> {
+    df.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()
+}
+
 /// Where the unified diff is written inside the checkout (under `.git`, so never committed).
 const DIFF_FILE: &str = ".git/handoff-run.diff";
 
@@ -244,4 +275,24 @@ pub async fn open_pull_request(
         "the forge refused the pull request (HTTP {status}): {}",
         reply["message"].as_str().unwrap_or("no message")
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_space_is_read_from_df() {
+        let df = "Filesystem     1024-blocks  Used Available Capacity Mounted on\n\
+                  /dev/loop3          194241 194241         0     100% /home/sandbox\n";
+        assert_eq!(available_kib(df), Some(0));
+        let roomy = "Filesystem 1024-blocks Used Available Capacity Mounted on\n\
+                     overlay 51290592 9371212 39281556 20% /\n";
+        assert_eq!(available_kib(roomy), Some(39_281_556));
+        assert_eq!(
+            available_kib("df: /nowhere: No such file or directory\n"),
+            None
+        );
+        assert_eq!(available_kib(""), None);
+    }
 }

@@ -100,11 +100,12 @@ pub fn failure_message(phase: Phase, error: &str) -> String {
 }
 
 /// The message of a run whose changes could not be committed or pushed while `phase`
-/// ("committing", "pushing"…). A full disk is said in so many words, with what to do: the
-/// changes are still in the sandbox's workspace.
-pub fn push_failure_message(phase: &str, error: &str) -> String {
+/// ("committing", "pushing"…). A full disk — `disk_full` as measured in the sandbox, or the
+/// error saying so — is said in so many words, with what to do: the changes are still in the
+/// sandbox's workspace.
+pub fn push_failure_message(phase: &str, error: &str, disk_full: bool) -> String {
     let lower = error.to_ascii_lowercase();
-    let full = [
+    let says_full = [
         "no space left on device",
         "out of diskspace",
         "disk quota exceeded",
@@ -112,7 +113,7 @@ pub fn push_failure_message(phase: &str, error: &str) -> String {
     ]
     .iter()
     .any(|sign| lower.contains(sign));
-    if full {
+    if disk_full || says_full {
         format!(
             "the sandbox's disk is full, so the changes could not be saved while {phase} \
              ({error}); they are still in the session's sandbox: free space there (sandbox_exec, \
@@ -341,13 +342,22 @@ mod tests {
         let full = push_failure_message(
             "committing",
             "git status failed: fatal: sha1 file '.git/index.lock' write error. Out of diskspace",
+            false,
         );
         assert!(full.starts_with("the sandbox's disk is full"), "{full}");
         assert!(
             full.contains("index.lock") && full.contains("committing"),
             "{full}"
         );
-        let other = push_failure_message("pushing", "remote rejected");
+        // git does not always say why: a directory it could not create on a full disk is
+        // reported as missing. The free space measured in the sandbox tells.
+        let misreported = "git checkout failed: fatal: cannot update the ref \
+            'refs/heads/handoff/run_1': unable to create directory for \
+            '.git/logs/refs/heads/handoff/run_1': No such file or directory";
+        let told = push_failure_message("committing", misreported, true);
+        assert!(told.starts_with("the sandbox's disk is full"), "{told}");
+        assert!(told.contains("unable to create directory"), "{told}");
+        let other = push_failure_message("pushing", "remote rejected", false);
         assert_eq!(other, "failed while pushing: remote rejected");
     }
 

@@ -44,6 +44,20 @@ impl CpuSnapshot {
         }
     }
 
+    /// CPU seconds workerd's processes (handoff's and wrangler's proxy) spent from `self` to
+    /// `later`.
+    pub fn workerd_until(&self, later: &CpuSnapshot) -> f64 {
+        later
+            .per_pid
+            .iter()
+            .filter(|(_, (kind, _))| *kind == Kind::Workerd)
+            .map(|(pid, (_, secs))| match self.per_pid.get(pid) {
+                Some((Kind::Workerd, before)) => (secs - before).max(0.0),
+                _ => *secs,
+            })
+            .sum()
+    }
+
     /// What was spent from `self` to `later`, as one line.
     pub fn spent_until(&self, later: &CpuSnapshot, runs: usize) -> String {
         let mut by_kind: HashMap<Kind, f64> = HashMap::new();

@@ -1,4 +1,4 @@
-//! `cargo xtask bench [runs|sandboxes|containers|agent|oauth|workers|load|soak]`: starts fresh local stacks and prints figures — what was
+//! `cargo xtask bench [runs|sandboxes|containers|agent|oauth|workers|load|soak|profile]`: starts fresh local stacks and prints figures — what was
 //! measured and how it compares with the targets. It never fails on a target.
 
 mod agent;
@@ -7,6 +7,7 @@ mod cpu;
 mod lifecycle;
 mod load;
 mod oauth;
+mod profile;
 mod runs;
 mod sandbox_features;
 mod sandboxes;
@@ -17,7 +18,8 @@ mod workers;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let which = std::env::args().nth(1).unwrap_or_else(|| "all".into());
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let which = args.first().cloned().unwrap_or_else(|| "all".into());
     match which.as_str() {
         "runs" => runs::run().await,
         "sandboxes" => sandboxes::run().await,
@@ -27,6 +29,7 @@ async fn main() {
         "workers" => workers::run().await,
         "load" => load::run().await,
         "soak" => soak::run().await,
+        "profile" => profile::run(&args[1..]).await,
         "all" => {
             runs::run().await;
             sandboxes::run().await;
@@ -36,7 +39,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "bench: unknown benchmark {other:?}; use runs, sandboxes, containers, agent, oauth, workers, load, soak or all"
+                "bench: unknown benchmark {other:?}; use runs, sandboxes, containers, agent, oauth, workers, load, soak, profile or all"
             );
             std::process::exit(2);
         }

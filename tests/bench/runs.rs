@@ -43,17 +43,7 @@ pub async fn run() {
     let list = |mcp: Arc<Mcp>| async move {
         mcp.call_ok("opencode_list_runs", json!({})).await;
     };
-    let health = {
-        let url = worker.url("/health");
-        move |mcp: Arc<Mcp>| {
-            let url = url.clone();
-            async move {
-                let response = mcp.http.get(&url).send().await.expect("GET /health");
-                assert_eq!(response.status().as_u16(), 200);
-                response.bytes().await.expect("body");
-            }
-        }
-    };
+    let health = crate::stats::health(worker.url("/health"));
     let floor = measure(&mcp, 1, SAMPLES_ONE_CLIENT, health).await;
     report("GET /health (no storage), 1 client", &floor);
     let get_one = measure(&mcp, 1, SAMPLES_ONE_CLIENT, get.clone()).await;
@@ -208,7 +198,9 @@ async fn seed(mcp: &Arc<Mcp>, mut sessions: Vec<String>, count: usize) -> Vec<St
     Arc::try_unwrap(sessions).unwrap_or_else(|arc| (*arc).clone())
 }
 
-async fn wait_quiet(mcp: &Mcp) {
+/// Waits until no run is queued, starting or running (their sessions' alarms share the
+/// isolate with the calls measured).
+pub async fn wait_quiet(mcp: &Mcp) {
     let started = Instant::now();
     loop {
         let mut active = 0;

@@ -1,6 +1,8 @@
 //! Latency sampling and reporting shared by the benchmarks.
 
 use handoff_tests::Mcp;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -9,6 +11,20 @@ pub fn verdict(met: bool) -> &'static str {
         "met"
     } else {
         "NOT MET"
+    }
+}
+
+/// `GET /health` at `url` as a call for [`measure`]: wrangler dev's floor (no storage).
+pub fn health(
+    url: String,
+) -> impl Fn(Arc<Mcp>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Clone + Send + 'static {
+    move |mcp: Arc<Mcp>| {
+        let url = url.clone();
+        Box::pin(async move {
+            let response = mcp.http.get(&url).send().await.expect("GET /health");
+            assert_eq!(response.status().as_u16(), 200);
+            response.bytes().await.expect("body");
+        })
     }
 }
 

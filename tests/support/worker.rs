@@ -46,6 +46,8 @@ impl WorkerOptions {
 
 pub struct Worker {
     pub port: u16,
+    /// workerd's DevTools inspector (the bench's CPU profile attaches to it).
+    pub inspector_port: u16,
     dir: PathBuf,
     child: Option<Child>,
     startup: Duration,
@@ -147,6 +149,7 @@ impl Worker {
         write_config(&dir, &options);
         Worker {
             port,
+            inspector_port: free_port(),
             dir,
             child: None,
             // With containers, wrangler builds the sandbox image before it serves.
@@ -188,7 +191,7 @@ impl Worker {
         cmd.args(["dev", "--local", "--ip", "127.0.0.1", "--port"])
             .arg(self.port.to_string())
             .arg("--inspector-port")
-            .arg(free_port().to_string())
+            .arg(self.inspector_port.to_string())
             .arg("--persist-to")
             .arg(self.state_dir())
             .arg("--show-interactive-dev-session=false")

@@ -74,8 +74,11 @@ fn write_catalog(tools: &Tools) -> Result {
 }
 
 /// Drops the function names worker-build keeps in the wasm (650 KB raw, 160 KB gzipped of a
-/// 1.65 MB bundle): the Worker's panics then name function indices, not functions.
+/// 1.65 MB bundle): the Worker's panics then name function indices, not functions. The named
+/// wasm stays beside it ([`named_wasm`]), never served: stripping keeps every function's index,
+/// so it turns a CPU profile's or a panic's indices back into names.
 fn strip_names(tools: &Tools, wasm: &Path) -> Result {
+    std::fs::copy(wasm, named_wasm()).map_err(|e| format!("{}: {e}", wasm.display()))?;
     let stripped = wasm.with_extension("stripped.wasm");
     let mut cmd = tools.command(root().join("node_modules/binaryen/bin/wasm-opt"));
     cmd.arg(wasm).arg("-o").arg(&stripped);
@@ -94,6 +97,11 @@ fn strip_names(tools: &Tools, wasm: &Path) -> Result {
     }
     proc::run(&mut cmd)?;
     std::fs::rename(&stripped, wasm).map_err(|e| format!("{}: {e}", wasm.display()))
+}
+
+/// The Worker's wasm as built, with its function names (see [`strip_names`]).
+fn named_wasm() -> PathBuf {
+    root().join("build/index_bg.named.wasm")
 }
 
 /// The sandbox daemon binary the local backend runs.
