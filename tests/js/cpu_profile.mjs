@@ -126,6 +126,28 @@ const top = (table, count) =>
 console.log(`profiled ${(total / 1000).toFixed(0)} ms, of which busy ${(busy / 1000).toFixed(0)} ms (percentages of busy)`);
 console.log(`-- self time --\n${top(self, 40)}`);
 console.log(`-- inclusive time --\n${top(inclusive, 50)}`);
+// Busy time by layer. In the bundle, wasm-bindgen's glue comes first, then worker-build's shim
+// (from `Error.stackTraceLimit`: the entry class and the proxies that reset the wasm after a
+// panic), then wrangler dev's middleware (not deployed).
+const shimStart = bundle.findIndex((line) => line.startsWith("Error.stackTraceLimit"));
+const middlewareStart = bundle.findIndex((line) => line.includes("wrangler/templates/middleware"));
+const layers = new Map();
+for (const [id, micros] of spent) {
+  const { functionName: name, url, lineNumber: line } = byId.get(id).callFrame;
+  if (name.startsWith("(idle)") || name.startsWith("(program)")) continue;
+  let layer = "the runtime's own (fetch, Request, Response, SQL, the entrypoint…)";
+  if (name.startsWith("(garbage")) layer = "garbage collection";
+  else if (/^(js-to-wasm|wasm-to-js)/.test(name)) layer = "calls between JavaScript and wasm";
+  else if (url.startsWith("wasm://")) layer = "handoff's Rust (wasm)";
+  else if (url && middlewareStart >= 0 && line >= middlewareStart) layer = "wrangler dev's middleware (not deployed)";
+  else if (url && shimStart >= 0 && line >= shimStart) layer = "worker-build's shim";
+  else if (url) layer = "wasm-bindgen's glue";
+  layers.set(layer, (layers.get(layer) ?? 0) + micros);
+}
+console.log("-- busy time by layer --");
+for (const [layer, micros] of [...layers].sort((a, b) => b[1] - a[1])) {
+  console.log(`${((100 * micros) / busy).toFixed(1).padStart(6)} %  ${layer}`);
+}
 console.log("-- the busiest JavaScript, where it is --");
 const javascript = [...self].filter(([name]) => name.includes(" @")).sort((a, b) => b[1] - a[1]);
 for (const [name] of javascript.slice(0, 8)) console.log(`${name}: ${sourceAt(name)}`);

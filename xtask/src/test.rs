@@ -144,19 +144,32 @@ fn step(name: &str, cmd: &mut Command) -> Result {
 /// slowest case per target. `cargo xtask test` runs the same targets with 2,000 cases.
 pub fn fuzz() -> Result {
     let cases = std::env::var("HANDOFF_FUZZ_CASES").unwrap_or_else(|_| "100000".into());
+    if !cases.parse::<u32>().is_ok_and(|n| n > 0) {
+        return Err(format!(
+            "HANDOFF_FUZZ_CASES must be a positive whole number of cases, not {cases:?}"
+        ));
+    }
     println!("xtask: fuzzing every parser of outside input, {cases} cases per target");
     let started = Instant::now();
+    // Every package is fuzzed even when an earlier one fails, so one run reports every failure.
+    let mut failed = Vec::new();
     for package in ["handoff", "handoff-sandbox"] {
         let mut cmd = Command::new("cargo");
         cmd.current_dir(root())
             .args(["test", "--quiet", "-p", package, "--lib", "fuzz_", "--"])
             .args(["--nocapture", "--test-threads", "2"])
             .env("HANDOFF_FUZZ_CASES", &cases);
-        proc::run(&mut cmd)?;
+        if let Err(e) = proc::run(&mut cmd) {
+            failed.push(format!("{package}: {e}"));
+        }
     }
     println!(
         "xtask: fuzzing done in {:.0} s",
         started.elapsed().as_secs_f64()
     );
-    Ok(())
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("fuzzing failed in {}", failed.join("; ")))
+    }
 }
