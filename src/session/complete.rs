@@ -87,7 +87,9 @@ impl Driver<'_> {
             {
                 Ok(pushed) => pushed,
                 Err(Failure { phase, error }) => {
-                    let full = finish::disk_is_full(&agent.sandbox, &checkout.dir).await;
+                    // Only writing the commit needs the disk; a failed push is the remote's.
+                    let full = phase == finish::COMMITTING
+                        && finish::disk_is_full(&agent.sandbox, &checkout.dir).await;
                     let message = policy::push_failure_message(phase, &error.message, full);
                     self.fail(&current, RunErrorCode::PushFailed, message)
                         .await?;

@@ -44,6 +44,9 @@ pub struct Failure {
     pub error: Error,
 }
 
+/// The phase of a failure while committing (before anything is pushed).
+pub const COMMITTING: &str = "committing";
+
 fn fail(phase: &'static str) -> impl Fn(Error) -> Failure {
     move |error| Failure { phase, error }
 }
@@ -56,7 +59,7 @@ async fn committing(
 ) -> std::result::Result<String, Failure> {
     let result = git::run(sandbox, dir, args, None)
         .await
-        .map_err(fail("committing"))?;
+        .map_err(fail(COMMITTING))?;
     Ok(result.stdout.trim().to_string())
 }
 
@@ -222,7 +225,7 @@ async fn stage_without_by_products(
             base64: B64.encode(git::BY_PRODUCTS),
         })
         .await
-        .map_err(fail("committing"))?;
+        .map_err(fail(COMMITTING))?;
     let excludes = format!("core.excludesFile={}", git::BY_PRODUCTS_FILE);
     committing(sandbox, dir, &["-c", &excludes, "add", "-A"]).await?;
     Ok(())

@@ -24,7 +24,14 @@ pub async fn run(args: &[String]) {
         eprintln!("bench profile: unknown call {call:?}; use one of {CALLS:?}");
         std::process::exit(2);
     }
-    let seconds: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10);
+    let seconds = match args.get(1).map(|s| s.parse::<u64>()) {
+        None => 10,
+        Some(Ok(seconds)) if (1..=600).contains(&seconds) => seconds,
+        Some(_) => {
+            eprintln!("bench profile: seconds must be a whole number from 1 to 600");
+            std::process::exit(2);
+        }
+    };
     let worker = Worker::start(WorkerOptions::default());
     let base = worker.url("");
     let mcp = Arc::new(Mcp::connect(&base).await);
