@@ -64,7 +64,9 @@ async fn committing(
 }
 
 /// Commits what the agent changed and pushes it as `handoff/<runId>`; `None` when nothing
-/// changed.
+/// changed. Commands that do not depend on each other run at once (each is a round trip to the
+/// sandbox): the checks before staging, the two listings after it, and — once the commit is
+/// known — the push beside reading the commits, files, diffstat and diff.
 pub async fn push(
     sandbox: &SandboxClient,
     checkout: &Checkout,
@@ -74,45 +76,35 @@ pub async fn push(
     remote: &Remote,
 ) -> std::result::Result<Option<Pushed>, Failure> {
     let dir = checkout.dir.as_str();
-    let head = ["rev-parse", "--abbrev-ref", "HEAD"];
     let own_branch = format!("handoff/{run_id}");
-    let on_base = |branch: &str| branch == checkout.base_branch || branch == "HEAD";
-    let mut left_out = Vec::new();
-    if !committing(sandbox, dir, &["status", "--porcelain"])
-        .await?
-        .is_empty()
-    {
-        if on_base(&committing(sandbox, dir, &head).await?) {
-            committing(sandbox, dir, &["checkout", "-q", "-B", &own_branch]).await?;
-        }
-        stage_without_by_products(sandbox, dir).await?;
-        // What is still untracked and not ignored by the repository is what the by-product
-        // rules kept out.
-        left_out = committing(
-            sandbox,
-            dir,
-            &["ls-files", "--others", "--exclude-standard", "--directory"],
-        )
-        .await?
-        .lines()
-        .map(str::to_string)
-        .collect();
-        let staged = committing(sandbox, dir, &["diff", "--cached", "--name-only"]).await?;
-        if !staged.is_empty() {
-            let message = format!(
-                "{title}\n\n{}\n\nhandoff run {run_id}",
-                super::opencode::truncate(summary, 2000)
-            );
-            let mut args: Vec<&str> = AUTHOR.to_vec();
-            args.extend(["commit", "-q", "-m", &message]);
-            committing(sandbox, dir, &args).await?;
-        }
-    }
+    let left_out = commit(sandbox, checkout, &own_branch, run_id, title, summary).await?;
     let range = format!("{}..HEAD", checkout.base_commit);
     if committing(sandbox, dir, &["rev-list", "--count", &range]).await? == "0" {
         return Ok(None);
     }
-    let log = committing(sandbox, dir, &["log", "--format=%H%x09%s", &range]).await?;
+    // Forced: a push repeated after a restart replaces the run's own branch, and only that.
+    let refspec = format!("+HEAD:refs/heads/{own_branch}");
+    let pushing = async {
+        git::run(
+            sandbox,
+            dir,
+            &["push", "-q", "--no-verify", &remote.url, &refspec],
+            Some(remote),
+        )
+        .await
+        .map_err(fail("pushing"))
+    };
+    let diff = ["diff", "--no-ext-diff", "--no-textconv"];
+    let names = [&diff[..], &["--name-only", &range]].concat();
+    let stat = [&diff[..], &["--shortstat", &range]].concat();
+    let log = ["log", "--format=%H%x09%s", &range];
+    let (log, files, stat, diff, _) = futures::try_join!(
+        committing(sandbox, dir, &log),
+        committing(sandbox, dir, &names),
+        committing(sandbox, dir, &stat),
+        async { Ok(read_diff(sandbox, dir, &range).await) },
+        pushing,
+    )?;
     let commits = log
         .lines()
         .filter_map(|line| line.split_once('\t'))
@@ -121,42 +113,72 @@ pub async fn push(
             message: message.to_string(),
         })
         .collect();
-    let diff = ["diff", "--no-ext-diff", "--no-textconv"];
-    let files = committing(
-        sandbox,
-        dir,
-        &[&diff[..], &["--name-only", &range]].concat(),
-    )
-    .await?;
-    let changed_files = files.lines().map(str::to_string).collect();
-    let stat = committing(
-        sandbox,
-        dir,
-        &[&diff[..], &["--shortstat", &range]].concat(),
-    )
-    .await?;
-    let diffstat = Some(stat).filter(|s| !s.is_empty());
-    let diff = read_diff(sandbox, dir, &range).await;
-
-    // Forced: a push repeated after a restart replaces the run's own branch, and only that.
-    let refspec = format!("+HEAD:refs/heads/{own_branch}");
-    git::run(
-        sandbox,
-        dir,
-        &["push", "-q", "--no-verify", &remote.url, &refspec],
-        Some(remote),
-    )
-    .await
-    .map_err(fail("pushing"))?;
-
     Ok(Some(Pushed {
         branch: own_branch,
         commits,
-        changed_files,
-        diffstat,
+        changed_files: files.lines().map(str::to_string).collect(),
+        diffstat: Some(stat).filter(|s| !s.is_empty()),
         left_out,
         diff,
     }))
+}
+
+/// Commits what changed in the checkout, on `own_branch` when the agent left it on the base
+/// branch; what the by-product rules kept out.
+async fn commit(
+    sandbox: &SandboxClient,
+    checkout: &Checkout,
+    own_branch: &str,
+    run_id: &str,
+    title: &str,
+    summary: &str,
+) -> std::result::Result<Vec<String>, Failure> {
+    let dir = checkout.dir.as_str();
+    // The by-product rules are written afresh each time: the file is in the sandbox, where the
+    // agent could have changed it.
+    let excludes = async {
+        sandbox
+            .call(WriteFile {
+                path: git::BY_PRODUCTS_FILE.to_string(),
+                base64: B64.encode(git::BY_PRODUCTS),
+            })
+            .await
+            .map_err(fail(COMMITTING))
+    };
+    let (status, branch, excludes) = futures::join!(
+        committing(sandbox, dir, &["status", "--porcelain"]),
+        committing(sandbox, dir, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        excludes,
+    );
+    // Nothing to commit needs neither the branch nor the rules (a full disk may refuse them).
+    if status?.is_empty() {
+        return Ok(Vec::new());
+    }
+    let branch = branch?;
+    excludes?;
+    if branch == checkout.base_branch || branch == "HEAD" {
+        committing(sandbox, dir, &["checkout", "-q", "-B", own_branch]).await?;
+    }
+    // `git add -A` with the by-product rules as excludes (they apply to untracked files only,
+    // so a repository that tracks such a path keeps its changes).
+    let excludes = format!("core.excludesFile={}", git::BY_PRODUCTS_FILE);
+    committing(sandbox, dir, &["-c", &excludes, "add", "-A"]).await?;
+    // What is still untracked and not ignored by the repository is what the rules kept out.
+    let untracked = ["ls-files", "--others", "--exclude-standard", "--directory"];
+    let (left_out, staged) = futures::try_join!(
+        committing(sandbox, dir, &untracked),
+        committing(sandbox, dir, &["diff", "--cached", "--name-only"]),
+    )?;
+    if !staged.is_empty() {
+        let message = format!(
+            "{title}\n\n{}\n\nhandoff run {run_id}",
+            super::opencode::truncate(summary, 2000)
+        );
+        let mut args: Vec<&str> = AUTHOR.to_vec();
+        args.extend(["commit", "-q", "-m", &message]);
+        committing(sandbox, dir, &args).await?;
+    }
+    Ok(left_out.lines().map(str::to_string).collect())
 }
 
 /// Below this much free space the sandbox's disk counts as full when a commit or push fails:
@@ -210,25 +232,6 @@ async fn read_diff(sandbox: &SandboxClient, dir: &str, range: &str) -> Option<St
         max: None,
     };
     sandbox.call(read).await.ok().map(|file| file.content)
-}
-
-/// `git add -A` with the by-product rules as excludes (they apply to untracked files only, so
-/// a repository that tracks such a path keeps its changes). The rules are written afresh first:
-/// the file is in the sandbox, where the agent could have changed it.
-async fn stage_without_by_products(
-    sandbox: &SandboxClient,
-    dir: &str,
-) -> std::result::Result<(), Failure> {
-    sandbox
-        .call(WriteFile {
-            path: git::BY_PRODUCTS_FILE.to_string(),
-            base64: B64.encode(git::BY_PRODUCTS),
-        })
-        .await
-        .map_err(fail(COMMITTING))?;
-    let excludes = format!("core.excludesFile={}", git::BY_PRODUCTS_FILE);
-    committing(sandbox, dir, &["-c", &excludes, "add", "-A"]).await?;
-    Ok(())
 }
 
 /// `POST /repos/{owner}/{repo}/pulls` with the agent's summary and a link to the run; an

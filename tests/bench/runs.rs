@@ -1,10 +1,11 @@
 //! The runs benchmark: starts a fresh local Worker and prints the foundation's figures —
 //! bundle size, `opencode_get_result` / `opencode_list_runs` latency and throughput with 1 and
 //! 10 clients, `opencode_run_task`'s answer, and `opencode_list_runs` latency with 100 vs 10,000
-//! runs in the ledger.
+//! runs in the ledger; beside them the platform's floor, a lean JavaScript Worker doing the least
+//! one `opencode_get_result` needs (`tests/bench/baseline/worker.js`).
 //! It prints what it measured and how that compares with the targets; it never fails on them.
 
-use crate::stats::{measure, report, verdict};
+use crate::stats::{measure, report, verdict, Figures};
 use handoff_tests::{root, Mcp, Worker, WorkerOptions};
 use serde_json::{json, Value};
 use std::io::Write;
@@ -52,6 +53,7 @@ pub async fn run() {
         "opencode_get_result, 10 clients",
         &measure(&mcp, 10, SAMPLES_PER_CLIENT, get).await,
     );
+    let baseline = baseline(&mcp).await;
     let list_100 = measure(&mcp, 1, SAMPLES_ONE_CLIENT, list).await;
     report("opencode_list_runs, 1 client", &list_100);
     report(
@@ -121,6 +123,13 @@ pub async fn run() {
         get_one.p50 - floor.p50
     );
     println!(
+        "the baseline JavaScript Worker: GET /health {:.2} ms, one Durable Object round trip with a SQL read {:.2} ms (+{:.2}); handoff's get_result over it: +{:.2} ms",
+        baseline.health.p50,
+        baseline.get.p50,
+        baseline.get.p50 - baseline.health.p50,
+        get_one.p50 - baseline.get.p50
+    );
+    println!(
         "list_runs p50, 10,000 vs 100 runs: {:.2} / {:.2} ms = {ratio:.2}x (target <= 1.5x) {}",
         list_10k.p50,
         list_100.p50,
@@ -162,6 +171,50 @@ fn flate(bytes: &[u8]) -> Vec<u8> {
 
 /// Creates `count` runs spread over `SESSIONS` sessions with 10 concurrent clients, then waits
 /// until every run has been processed, so measurements see a quiet ledger.
+struct Baseline {
+    health: Figures,
+    get: Figures,
+}
+
+/// The platform's floor beside handoff's: `tests/bench/baseline/worker.js` under the same
+/// wrangler dev — its `/health`, and one JSON call answered through one Durable Object round
+/// trip that reads one row with SQL (what `opencode_get_result` needs at least).
+async fn baseline(mcp: &Arc<Mcp>) -> Baseline {
+    let worker = Worker::start(WorkerOptions {
+        baseline: true,
+        ..Default::default()
+    });
+    let health = measure(
+        mcp,
+        1,
+        SAMPLES_ONE_CLIENT,
+        crate::stats::health(worker.url("/health")),
+    )
+    .await;
+    report("baseline JS Worker: GET /health", &health);
+    let url = worker.url("/get");
+    let get = move |mcp: Arc<Mcp>| {
+        let url = url.clone();
+        async move {
+            let call = json!({"jsonrpc": "2.0", "id": 1, "params": {"runId": "run_baseline"}});
+            let response = mcp
+                .http
+                .post(&url)
+                .bearer_auth(&mcp.token)
+                .json(&call)
+                .send()
+                .await
+                .expect("POST /get");
+            assert_eq!(response.status().as_u16(), 200);
+            let reply: Value = response.json().await.expect("baseline reply");
+            assert_eq!(reply["result"]["run"]["status"], "completed", "{reply}");
+        }
+    };
+    let get = measure(mcp, 1, SAMPLES_ONE_CLIENT, get).await;
+    report("baseline JS Worker: one DO read", &get);
+    Baseline { health, get }
+}
+
 async fn seed(mcp: &Arc<Mcp>, mut sessions: Vec<String>, count: usize) -> Vec<String> {
     let started = Instant::now();
     while sessions.len() < SESSIONS.min(count) {

@@ -19,6 +19,9 @@ pub struct WorkerOptions {
     pub no_credentials: bool,
     /// Sandboxes in real containers (the production path; see `crate::containers`).
     pub containers: bool,
+    /// Serve the bench's baseline JavaScript Worker (`tests/bench/baseline/worker.js`) instead
+    /// of handoff: the platform's floor, under the same wrangler dev and compatibility date.
+    pub baseline: bool,
 }
 
 impl WorkerOptions {
@@ -280,6 +283,9 @@ impl Drop for Worker {
 /// wrangler.toml for an instance: the project's own, serving the prebuilt bundle (no build
 /// step: the test command built it once), with test secrets in `.dev.vars` beside it.
 pub fn write_config(dir: &Path, options: &WorkerOptions) {
+    if options.baseline {
+        return write_baseline_config(dir);
+    }
     let project =
         std::fs::read_to_string(root().join("wrangler.toml")).expect("read wrangler.toml");
     let bundle = root().join("build/worker/shim.mjs");
@@ -338,6 +344,26 @@ pub fn write_config(dir: &Path, options: &WorkerOptions) {
         vars.push_str(&format!("{key}={value}\n"));
     }
     std::fs::write(dir.join(".dev.vars"), vars).expect("write .dev.vars");
+}
+
+/// The baseline Worker's config: its script, one SQLite Durable Object, handoff's compatibility
+/// date, and the bearer token it checks.
+fn write_baseline_config(dir: &Path) {
+    let project =
+        std::fs::read_to_string(root().join("wrangler.toml")).expect("read wrangler.toml");
+    let date = project
+        .lines()
+        .find(|line| line.trim_start().starts_with("compatibility_date"))
+        .expect("wrangler.toml has a compatibility_date");
+    let script = root().join("tests/bench/baseline/worker.js");
+    let config = format!(
+        "name = \"baseline\"\nmain = {:?}\n{date}\n\n\
+         [[durable_objects.bindings]]\nname = \"STORE\"\nclass_name = \"Store\"\n\n\
+         [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Store\"]\n",
+        script.display().to_string()
+    );
+    std::fs::write(dir.join("wrangler.toml"), config).expect("write baseline wrangler.toml");
+    std::fs::write(dir.join(".dev.vars"), format!("TOKEN={TOKEN}\n")).expect("write .dev.vars");
 }
 
 /// The quoted relative path of a `key = "./..."` or `key = "."` line for one of `keys`.
