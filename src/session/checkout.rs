@@ -88,16 +88,12 @@ impl Driver<'_> {
             )
             .await?;
         }
-        let base_branch = git::run(&sandbox, &dir, &["rev-parse", "--abbrev-ref", "HEAD"], None)
-            .await?
-            .stdout
-            .trim()
-            .to_string();
-        let base_commit = git::run(&sandbox, &dir, &["rev-parse", "HEAD"], None)
-            .await?
-            .stdout
-            .trim()
-            .to_string();
+        let (branch, commit) = futures::try_join!(
+            git::run(&sandbox, &dir, &["rev-parse", "--abbrev-ref", "HEAD"], None),
+            git::run(&sandbox, &dir, &["rev-parse", "HEAD"], None),
+        )?;
+        let base_branch = branch.stdout.trim().to_string();
+        let base_commit = commit.stdout.trim().to_string();
         Ok(Checkout {
             owner,
             name,
