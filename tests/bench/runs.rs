@@ -5,6 +5,7 @@
 //! one `opencode_get_result` needs (`tests/bench/baseline/worker.js`).
 //! It prints what it measured and how that compares with the targets; it never fails on them.
 
+use crate::lifecycle::p50;
 use crate::stats::{measure, report, verdict, Figures};
 use handoff_tests::{root, Mcp, Worker, WorkerOptions};
 use serde_json::{json, Value};
@@ -234,9 +235,9 @@ where
     }
     let baseline = Baseline {
         health,
-        get: median(&mut theirs),
-        handoff_get: median(&mut ours),
-        share: median(&mut share),
+        get: p50(&mut theirs),
+        handoff_get: p50(&mut ours),
+        share: p50(&mut share),
     };
     println!(
         "{:<34} {:>8.2}   (one DO round trip, SQL read; {ROUNDS} rounds alternating with handoff)",
@@ -247,11 +248,6 @@ where
         "opencode_get_result, side by side", baseline.handoff_get
     );
     baseline
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// Creates `count` runs spread over `SESSIONS` sessions with 10 concurrent clients, then waits
