@@ -52,12 +52,15 @@ pub(super) mod generated {
         serde_json::json!({ "tools": tools })
     }
 
-    /// `catalog.json`'s text.
+    /// `catalog.json`'s text: compact JSON, one tool per line (a change shows as the lines of
+    /// the tools it touches). Indented, the file was 344 KB in the bundle (27 KB gzipped); as
+    /// it is, 180 KB (19 KB).
     #[cfg(test)]
     pub fn text() -> String {
-        let mut text = serde_json::to_string_pretty(&list()).unwrap_or_default();
-        text.push('\n');
-        text
+        let list = list();
+        let tools = list["tools"].as_array().cloned().unwrap_or_default();
+        let lines: Vec<String> = tools.iter().map(Value::to_string).collect();
+        format!("{{\"tools\":[\n{}\n]}}\n", lines.join(",\n"))
     }
 
     pub fn definition<T: ToolHandler>() -> Tool {
