@@ -1,7 +1,8 @@
 //! Unguessable identifiers: a short prefix naming the kind (`run_`, `ses_`, `mcp_`) and 128 random
 //! bits in lower-case Crockford base32, so ids are URL-, header- and file-name-safe.
 
-const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+/// The characters of an id's random part (lower-case Crockford base32).
+pub const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 /// 128 bits in base32 take 26 characters.
 const BODY_LEN: usize = 26;
 

@@ -23,6 +23,7 @@ mod links;
 mod mac;
 mod markdown;
 mod mcp;
+mod mcp_session_ids;
 mod names;
 mod oauth;
 mod outputs;

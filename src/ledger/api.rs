@@ -1,6 +1,7 @@
 //! What the run ledger can be asked, and the typed client the Worker and other Durable Objects use.
 
 use crate::error::{ErrorKind, Result};
+use crate::mcp_session_ids;
 use crate::recent::Recent;
 pub use crate::rpc::Page;
 use crate::rpc::{self, Ack};
@@ -279,6 +280,21 @@ impl Ledger {
             }
         }
         reply
+    }
+
+    /// Issues a signed MCP session id (`mcp_session_ids`) without a round trip: the ledger
+    /// records it at its first request that reaches it, and this isolate trusts it for
+    /// `SESSION_TRUST_MS` like a session the ledger just accepted (a DELETE here forgets it at
+    /// once), so a client's `notifications/initialized` costs none either.
+    pub fn issue_signed_mcp_session(key: &[u8], principal: &str, version: &str) -> String {
+        let now = now_ms();
+        let id = mcp_session_ids::issue(key, principal, version, now);
+        let session = McpSessionRef {
+            id: id.clone(),
+            principal: principal.to_string(),
+        };
+        LIVE_SESSIONS.with(|c| c.put(session.cache_key(), (), now));
+        id
     }
 
     /// Opens an MCP session for `principal` and returns its id; this isolate trusts it at once

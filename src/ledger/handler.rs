@@ -18,12 +18,19 @@ pub(super) struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
-    /// A request, after its MCP session (when it names one) was found live and the caller's.
-    pub(super) fn new(ledger: &'a RunLedger, mcp_session: Option<McpSessionRef>) -> Result<Self> {
+    /// A request, after its MCP session (when it names one) was found live and the caller's, or
+    /// recorded at its first request (a signed id).
+    pub(super) async fn new(
+        ledger: &'a RunLedger,
+        mcp_session: Option<McpSessionRef>,
+    ) -> Result<Self> {
         let sql = ledger.sql();
         let now = now_ms();
         if let Some(session) = &mcp_session {
-            check_mcp_session(&sql, session, now)?;
+            if check_mcp_session(&ledger.env, &sql, session, now)? {
+                // Recorded just now: the housekeeping alarm purges it like any other.
+                ledger.reschedule().await?;
+            }
         }
         Ok(Call {
             ledger,

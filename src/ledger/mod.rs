@@ -9,6 +9,7 @@ mod store;
 
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
+use crate::mcp_session_ids;
 use crate::rpc;
 use crate::runs::{RunError, RunErrorCode, RunRecord, RunSpec, RunStatus};
 use crate::session::api as session;
@@ -25,8 +26,13 @@ const DISPATCH_GRACE_MS: i64 = 10_000;
 const HOUSEKEEPING_MS: i64 = 6 * 3600 * 1000;
 /// MCP sessions unused for this long are forgotten (the client re-initializes on the 404).
 const MCP_SESSION_IDLE_MS: i64 = 30 * 24 * 3600 * 1000;
-/// Ended MCP sessions are kept this long so they answer 404 rather than looking unknown.
+/// Ended MCP sessions are kept this long so they answer 404 rather than looking unknown, and
+/// so a signed id is never recorded again once ended (see `mcp_session_ids`).
 const MCP_SESSION_ENDED_KEEP_MS: i64 = 24 * 3600 * 1000;
+const _: () = assert!(
+    mcp_session_ids::OPEN_WINDOW_MS + mcp_session_ids::CLOCK_SKEW_MS <= MCP_SESSION_ENDED_KEEP_MS
+        && MCP_SESSION_ENDED_KEEP_MS <= MCP_SESSION_IDLE_MS
+);
 /// `last_seen_at` is rewritten at most this often, so polling does not write on every call.
 const MCP_SESSION_TOUCH_MS: i64 = 3600 * 1000;
 
@@ -52,7 +58,7 @@ impl DurableObject for RunLedger {
 
     async fn fetch(&self, req: Request) -> worker::Result<Response> {
         rpc::serve(req, |envelope: Envelope| async move {
-            let call = handler::Call::new(self, envelope.mcp_session)?;
+            let call = handler::Call::new(self, envelope.mcp_session).await?;
             envelope.op.dispatch(&call).await
         })
         .await
@@ -192,24 +198,61 @@ fn find_run(sql: &SqlStorage, run_id: &str) -> Result<RunRecord> {
     store::get_run(sql, run_id)?.ok_or_else(|| Error::not_found(format!("run {run_id} not found")))
 }
 
-fn check_mcp_session(sql: &SqlStorage, session: &McpSessionRef, now: i64) -> Result<()> {
-    let live = store::get_mcp_session(sql, &session.id)?.filter(|row| {
-        !row.ended
-            && row.principal == session.principal
-            && now - row.last_seen_at < MCP_SESSION_IDLE_MS
-    });
-    match live {
-        Some(row) => {
-            if now - row.last_seen_at > MCP_SESSION_TOUCH_MS {
-                store::touch_mcp_session(sql, &session.id, now)?;
-            }
-            Ok(())
-        }
-        None => Err(Error::new(
-            ErrorKind::McpSessionGone,
-            "MCP session not found, expired or ended: send initialize to start a new one",
-        )),
+/// Checks the envelope's MCP session: live and the caller's. A signed id (`mcp_session_ids`)
+/// the ledger has no row for yet is recorded now, at its first request, when it was issued to
+/// this caller within its window; returns whether it was.
+fn check_mcp_session(
+    env: &Env,
+    sql: &SqlStorage,
+    session: &McpSessionRef,
+    now: i64,
+) -> Result<bool> {
+    let Some(row) = store::get_mcp_session(sql, &session.id)? else {
+        return open_signed_session(env, sql, session, now).map(|()| true);
+    };
+    if row.ended
+        || row.principal != session.principal
+        || now - row.last_seen_at >= MCP_SESSION_IDLE_MS
+    {
+        return Err(session_gone());
     }
+    if now - row.last_seen_at > MCP_SESSION_TOUCH_MS {
+        store::touch_mcp_session(sql, &session.id, now)?;
+    }
+    Ok(false)
+}
+
+/// Records a signed session at its first request (the signing key is read only then, so the
+/// calls of a recorded session never cross to JavaScript for it).
+fn open_signed_session(
+    env: &Env,
+    sql: &SqlStorage,
+    session: &McpSessionRef,
+    now: i64,
+) -> Result<()> {
+    let key = config::signing_key(env);
+    let signed = mcp_session_ids::parse(&session.id)
+        .filter(|signed| {
+            key.as_deref()
+                .is_some_and(|key| signed.is_for(key, &session.principal))
+                && signed.may_open_at(now)
+        })
+        .ok_or_else(session_gone)?;
+    store::open_mcp_session(
+        sql,
+        &session.id,
+        &session.principal,
+        signed.version,
+        None,
+        now,
+    )
+}
+
+fn session_gone() -> Error {
+    Error::new(
+        ErrorKind::McpSessionGone,
+        "MCP session not found, expired or ended: send initialize to start a new one",
+    )
 }
 
 /// A fingerprint of what a run was asked to do, to tell a retried call from a different request

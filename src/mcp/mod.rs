@@ -424,7 +424,14 @@ fn session_ledger(
             &jsonrpc::invalid_request(id, "missing Mcp-Session-Id header: send initialize first and echo the session id it returns"),
         )));
     };
-    if !ids::is_valid(ids::MCP_SESSION, &session_id) {
+    // A random id (the ledger opened it) or a signed one this caller was given; anything else,
+    // a forged or another caller's signed id included, is refused without asking the ledger.
+    let signed_for_caller = || {
+        crate::mcp_session_ids::parse(&session_id).is_some_and(|signed| {
+            crate::config::signing_key(env).is_some_and(|key| signed.is_for(&key, &principal.id))
+        })
+    };
+    if !ids::is_valid(ids::MCP_SESSION, &session_id) && !signed_for_caller() {
         return Ok(Err(error_response(
             404,
             &jsonrpc::invalid_request(

@@ -98,6 +98,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_version_fits_in_a_signed_session_id() {
+        let key = [7u8; 32];
+        for version in SUPPORTED {
+            let id = crate::mcp_session_ids::issue(&key, "p", version, 1);
+            let signed = crate::mcp_session_ids::parse(&id).expect(version);
+            assert_eq!(signed.version, version);
+            assert!(signed.is_for(&key, "p"));
+        }
+    }
+
+    #[test]
     fn negotiation_answers_supported_versions_and_falls_back_to_newest() {
         assert_eq!(negotiate("2025-06-18"), "2025-06-18");
         assert_eq!(negotiate("2025-03-26"), "2025-03-26");

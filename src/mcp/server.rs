@@ -17,7 +17,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 use worker::Env;
 
-/// Handles `initialize`: negotiates the version and opens an MCP session.
+/// Handles `initialize`: negotiates the version and opens an MCP session (see
+/// `mcp_session_ids`).
 /// Returns the response and the new session id.
 pub async fn initialize(
     env: &Env,
@@ -27,12 +28,20 @@ pub async fn initialize(
 ) -> Result<(Value, String), RpcError> {
     let params: InitializeRequestParams = parse_params(&id, "initialize", params)?;
     let version = protocol::negotiate(params.protocol_version.as_str());
-    let client = format!("{} {}", params.client_info.name, params.client_info.version);
-    let session_id = Ledger::get(env)
-        .map_err(|e| internal(&id, &e))?
-        .open_mcp_session(&principal.id, version, Some(client))
-        .await
-        .map_err(|e| internal(&id, &e))?;
+    // With a signing key the session id is signed and the ledger records it at its first
+    // request that reaches it, so `initialize` makes no round trip; without one the ledger
+    // opens it now.
+    let session_id = match crate::config::signing_key(env) {
+        Some(key) => Ledger::issue_signed_mcp_session(&key, &principal.id, version),
+        None => {
+            let client = format!("{} {}", params.client_info.name, params.client_info.version);
+            Ledger::get(env)
+                .map_err(|e| internal(&id, &e))?
+                .open_mcp_session(&principal.id, version, Some(client))
+                .await
+                .map_err(|e| internal(&id, &e))?
+        }
+    };
     let mut result = serde_json::to_value(protocol::initialize_result(version))
         .map_err(|e| internal(&id, &Error::from(e)))?;
     if version == protocol::TASKS_VERSION {

@@ -70,6 +70,23 @@ async fn initialize_with_bad_params_names_the_field() {
     assert!(r.body.contains("protocolVersion"), "{}", r.body);
 }
 
+/// `DELETE /mcp` for `session` with the owner's token.
+async fn end_session(
+    http: &reqwest::Client,
+    endpoint: &str,
+    session: String,
+) -> handoff_tests::mcp::RawResponse {
+    read(
+        http.delete(endpoint)
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .header("mcp-session-id", session)
+            .send()
+            .await
+            .expect("DELETE"),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn sessions_are_required_checked_and_ended_by_delete() {
     let mcp = Mcp::connect(&base()).await;
@@ -128,21 +145,7 @@ async fn sessions_are_required_checked_and_ended_by_delete() {
     .await;
     assert_eq!(foreign.status, 404);
 
-    let delete = |session: String| {
-        let http = http.clone();
-        let endpoint = endpoint.clone();
-        async move {
-            read(
-                http.delete(&endpoint)
-                    .header("authorization", format!("Bearer {TOKEN}"))
-                    .header("mcp-session-id", session)
-                    .send()
-                    .await
-                    .expect("DELETE"),
-            )
-            .await
-        }
-    };
+    let delete = |session: String| end_session(&http, &endpoint, session);
     let before = mcp
         .post(&json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"secret_list","arguments":{}}}).to_string(), &[])
         .await;
@@ -161,6 +164,69 @@ async fn sessions_are_required_checked_and_ended_by_delete() {
         .await;
     assert_eq!(registry_after.status, 404, "registry tool in ended session");
     assert_eq!(delete(mcp.session.clone()).await.status, 404);
+}
+
+/// Session ids are signed (`src/mcp_session_ids.rs`): `initialize` makes no round trip to the
+/// ledger, which records a session at its first request. A forged or altered id is refused,
+/// and a session ended before its first use stays ended.
+#[tokio::test]
+async fn signed_session_ids_cannot_be_forged_and_end_for_good() {
+    let http = reqwest::Client::new();
+    let endpoint = format!("{}/mcp", base());
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let ping_in = |session: String| {
+        let (http, endpoint, ping) = (http.clone(), endpoint.clone(), ping.clone());
+        async move { send(&http, &endpoint, TOKEN, Some(&session), None, &ping, &[]).await }
+    };
+    let delete = |session: String| end_session(&http, &endpoint, session);
+    let (status, body, session) = initialize("2025-11-25").await;
+    assert_eq!(status, 200, "{body}");
+    let session = session.expect("session id");
+    let parts: Vec<&str> = session.split('.').collect();
+    assert_eq!(parts.len(), 4, "a signed id: {session}");
+
+    // Altered: another issue time, another version, a tag off by one character.
+    let last = parts[3].chars().last().unwrap();
+    let flipped = if last == 'a' { 'b' } else { 'a' };
+    for forged in [
+        format!(
+            "{}.{}.{}.{}",
+            parts[0],
+            parts[1].replacen('1', "2", 1),
+            parts[2],
+            parts[3]
+        ),
+        format!("{}.{}.2025-06-18.{}", parts[0], parts[1], parts[3]),
+        format!("{}{flipped}", &session[..session.len() - 1]),
+    ] {
+        let r = ping_in(forged.clone()).await;
+        assert_eq!(r.status, 404, "{forged}: {}", r.body);
+        assert_eq!(delete(forged.clone()).await.status, 404, "{forged}");
+    }
+
+    // Ended before its first request: it stays ended (the ledger keeps the ended row).
+    assert_eq!(delete(session.clone()).await.status, 204);
+    let after = ping_in(session.clone()).await;
+    assert_eq!(after.status, 404, "{}", after.body);
+    assert_eq!(delete(session.clone()).await.status, 404);
+
+    // A fresh one works from its first request on, for its caller only.
+    let (_, _, fresh) = initialize("2025-06-18").await;
+    let fresh = fresh.expect("session id");
+    let foreign = send(
+        &http,
+        &endpoint,
+        handoff_tests::OTHER_TOKEN,
+        Some(&fresh),
+        None,
+        &ping,
+        &[],
+    )
+    .await;
+    assert_eq!(foreign.status, 404, "{}", foreign.body);
+    let r = ping_in(fresh.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["result"], json!({}));
 }
 
 #[tokio::test]

@@ -45,8 +45,20 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "infrastructure",
         &[
-            "config", "cookies", "forge", "html", "http", "jwt", "links", "mac", "markdown",
-            "recent", "rpc", "seal", "tokens",
+            "config",
+            "cookies",
+            "forge",
+            "html",
+            "http",
+            "jwt",
+            "links",
+            "mac",
+            "markdown",
+            "mcp_session_ids",
+            "recent",
+            "rpc",
+            "seal",
+            "tokens",
         ],
     ),
     (
