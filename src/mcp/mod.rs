@@ -23,6 +23,7 @@ use crate::error::Result;
 use crate::http;
 use crate::ids;
 use crate::ledger::api::{CloseMcpSession, Ledger, McpSessionRef};
+use crate::mcp_session_ids;
 use crate::principal::Principal;
 use crate::tools::{Ctx, StatusLine};
 use failure::Failure;
@@ -427,8 +428,8 @@ fn session_ledger(
     // A random id (the ledger opened it) or a signed one this caller was given; anything else,
     // a forged or another caller's signed id included, is refused without asking the ledger.
     let signed_for_caller = || {
-        crate::mcp_session_ids::parse(&session_id).is_some_and(|signed| {
-            crate::config::signing_key(env).is_some_and(|key| signed.is_for(&key, &principal.id))
+        mcp_session_ids::parse(&session_id).is_some_and(|signed| {
+            config::signing_key(env).is_some_and(|key| signed.is_for(&key, &principal.id))
         })
     };
     if !ids::is_valid(ids::MCP_SESSION, &session_id) && !signed_for_caller() {

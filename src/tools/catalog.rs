@@ -58,8 +58,12 @@ pub(super) mod generated {
     #[cfg(test)]
     pub fn text() -> String {
         let list = list();
-        let tools = list["tools"].as_array().cloned().unwrap_or_default();
-        let lines: Vec<String> = tools.iter().map(Value::to_string).collect();
+        let lines: Vec<String> = list["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(Value::to_string)
+            .collect();
         format!("{{\"tools\":[\n{}\n]}}\n", lines.join(",\n"))
     }
 
