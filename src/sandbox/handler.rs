@@ -267,6 +267,16 @@ impl SandboxHandler for SandboxObject {
         on_daemon!(self, |d| d.kill_process(op.id))
     }
 
+    async fn freeze(&self, op: Freeze) -> Result<handoff_wire::ProcessInfo> {
+        // Pausing ended every process: nothing to freeze or thaw, and no reason to wake it.
+        if self.record()?.status == Status::Paused {
+            return Err(Error::conflict(
+                "the sandbox is paused: it runs no processes",
+            ));
+        }
+        on_daemon!(self, |d| d.freeze_process(op.id, op.frozen))
+    }
+
     async fn process(&self, op: Process) -> Result<handoff_wire::ProcessInfo> {
         on_daemon!(self, |d| d.process(op.id))
     }

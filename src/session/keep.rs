@@ -6,8 +6,9 @@ use super::driver::Driver;
 use super::store::{self, Current, KeptAgent};
 use crate::config;
 use crate::error::Result;
-use crate::sandbox::api::{Kill, Process, SandboxClient};
+use crate::sandbox::api::{Freeze, Kill, Process, SandboxClient};
 use crate::time::now_ms;
+use worker::console_warn;
 
 impl Driver<'_> {
     /// Stops the kept agent if it is `process` and forgets it.
@@ -42,7 +43,8 @@ impl Driver<'_> {
     }
 
     /// Stops the kept agent once it has waited `RUN_AGENT_KEEP_SECONDS` with no run for it;
-    /// otherwise says how long it may still wait.
+    /// otherwise freezes it (once) and says how long it may still wait. Frozen, it keeps its
+    /// memory and costs no CPU; the next run thaws it (`launch.rs`).
     pub(super) async fn expire_kept_agent(&self) -> Result<Option<i64>> {
         let mut meta = store::meta(&self.sql)?;
         let Some(kept) = meta.agent.clone() else {
@@ -50,6 +52,21 @@ impl Driver<'_> {
         };
         let left = kept.released_at.unwrap_or(0) + config::runs::agent_keep_ms(self.env) - now_ms();
         if left > 0 {
+            if !kept.frozen {
+                // Marked first: the next run thaws it anyway, and a failed freeze only costs
+                // the CPU it used before freezing existed.
+                if let Some(agent) = meta.agent.as_mut() {
+                    agent.frozen = true;
+                }
+                store::save_meta(&self.sql, &meta)?;
+                let freeze = Freeze {
+                    id: kept.process,
+                    frozen: true,
+                };
+                if let Err(e) = self.sandbox()?.call(freeze).await {
+                    console_warn!("session {}: kept agent not frozen: {}", self.session_id, e);
+                }
+            }
             return Ok(Some(left));
         }
         meta.agent = None;
@@ -68,4 +85,17 @@ pub(super) async fn still_running(sandbox: &SandboxClient, kept: &KeptAgent) -> 
         sandbox.call(Process { id: kept.process }).await,
         Ok(p) if p.running && p.started_at == kept.started_at
     )
+}
+
+/// Thaws the kept agent: whether it is still the process that was started, or `None` when the
+/// sandbox did not answer (the agent may still be frozen then).
+pub(super) async fn thaw(sandbox: &SandboxClient, kept: &KeptAgent) -> Option<bool> {
+    let thaw = Freeze {
+        id: kept.process,
+        frozen: false,
+    };
+    match sandbox.call(thaw).await {
+        Ok(p) => Some(p.running && !p.frozen && p.started_at == kept.started_at),
+        Err(_) => None,
+    }
 }

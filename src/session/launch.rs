@@ -4,7 +4,7 @@
 
 use super::driver::{argv, Driver};
 use super::git;
-use super::keep::still_running;
+use super::keep::{still_running, thaw};
 use super::opencode;
 use super::store::{self, Current, KeptAgent, SandboxBirth};
 use super::turn;
@@ -73,20 +73,30 @@ impl Driver<'_> {
         let launch = self.agent_launch(current, run, setup)?;
         let mut meta = store::meta(&self.sql)?;
         if let Some(kept) = meta.agent.take() {
-            let alive = still_running(&sandbox, &kept).await;
             let fits = launch.session_token_expires_at.is_some()
                 && kept.setup == launch.digest
                 && kept.token_expires_at >= current.deadline;
-            if alive && fits {
+            // Thawing answers whether it still runs; one the sandbox did not thaw is not used.
+            let thawed = if fits {
+                thaw(&sandbox, &kept).await
+            } else {
+                None
+            };
+            if thawed == Some(true) {
                 current.agent_process = Some(kept.process);
                 current.sandbox_born = kept.born.clone();
                 meta.agent = Some(KeptAgent {
                     released_at: None,
+                    frozen: false,
                     ..kept
                 });
                 store::save_meta(&self.sql, &meta)?;
                 return self.save(current);
             }
+            let alive = match thawed {
+                Some(alive) => alive,
+                None => still_running(&sandbox, &kept).await,
+            };
             if alive {
                 let _ = sandbox.call(Kill { id: kept.process }).await;
             }
@@ -134,6 +144,7 @@ impl Driver<'_> {
                 token_expires_at,
                 born: current.sandbox_born.clone(),
                 released_at: None,
+                frozen: false,
             });
             store::save_meta(&self.sql, &meta)?;
         }

@@ -279,6 +279,9 @@ pub struct KeptAgent {
     /// When its last run let it go (`None` while a run uses it).
     #[serde(default)]
     pub released_at: Option<i64>,
+    /// Whether it was frozen while it waits (the next run thaws it whatever this says).
+    #[serde(default)]
+    pub frozen: bool,
 }
 
 pub fn meta(sql: &SqlStorage) -> Result<Meta> {

@@ -140,6 +140,35 @@ pub async fn run() {
         "OpenCode servers left serving their sessions for the next run (RUN_AGENT_KEEP_SECONDS): {kept}, {:.0} MiB resident in all",
         kib as f64 / 1024.0
     );
+    // What they cost while they wait, frozen as the session leaves them, then the same servers
+    // continued for a while (and frozen again) to show what freezing saves.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let pids: Vec<u32> = opencode_pids()
+        .into_iter()
+        .filter(|p| crate::cpu::descends_from(*p, daemon_pid))
+        .collect();
+    let frozen = pids.iter().filter(|p| crate::cpu::is_stopped(**p)).count();
+    let per_minute = |window: Duration| {
+        let spent = || -> f64 { pids.iter().filter_map(|p| crate::cpu::cpu_secs(*p)).sum() };
+        let before = spent();
+        std::thread::sleep(window);
+        (spent() - before) * 60.0 / window.as_secs_f64()
+    };
+    let window = Duration::from_secs(30);
+    let as_left = per_minute(window);
+    let signal = |sig| {
+        for pid in &pids {
+            // SAFETY: kill only sends a signal, to OpenCode servers this bench's daemon started.
+            unsafe { libc::kill(*pid as i32, sig) };
+        }
+    };
+    signal(libc::SIGCONT);
+    let continued = per_minute(window);
+    signal(libc::SIGSTOP);
+    println!(
+        "  while they wait: {frozen} of {} frozen, {as_left:.2} CPU-s a minute in all; continued, the same servers use {continued:.2} CPU-s a minute",
+        pids.len()
+    );
 }
 
 /// A run's phases and how long each took.

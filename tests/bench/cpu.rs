@@ -113,12 +113,38 @@ pub fn is_opencode(cmdline: &[u8]) -> bool {
         || String::from_utf8_lossy(cmdline).contains("/opencode\0serve")
 }
 
-/// User and system CPU seconds of one live process (its threads included).
-fn cpu_secs(pid: u32) -> Option<f64> {
+/// The fields of a live process's `/proc/<pid>/stat` after its command name (which is in
+/// parentheses and may hold spaces): the state first.
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The fields after the command name, which is in parentheses and may hold spaces.
     let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
+    Some(rest.split(' ').map(str::to_string).collect())
+}
+
+/// Whether `pid` is `ancestor` or one of its descendants.
+pub fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut at = pid;
+    for _ in 0..64 {
+        if at == ancestor {
+            return true;
+        }
+        // The parent's pid follows the state.
+        match stat_fields(at).and_then(|f| f.get(1).and_then(|p| p.parse().ok())) {
+            Some(parent) if parent > 1 => at = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Whether a live process is stopped (state `T`: frozen by its daemon).
+pub fn is_stopped(pid: u32) -> bool {
+    stat_fields(pid).is_some_and(|f| f.first().is_some_and(|s| s == "T"))
+}
+
+/// User and system CPU seconds of one live process (its threads included).
+pub fn cpu_secs(pid: u32) -> Option<f64> {
+    let fields = stat_fields(pid)?;
     let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
     Some(ticks / clock_ticks())
 }

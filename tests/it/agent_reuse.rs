@@ -1,7 +1,7 @@
 //! A session's OpenCode, started while the repository is cloned, serving its next runs: the
 //! same process takes the next run's task, its session-scoped model token reaches the model only
-//! for the session's run in progress (and counts there), and a kept agent stops once it has
-//! waited `RUN_AGENT_KEEP_SECONDS`.
+//! for the session's run in progress (and counts there), a kept agent is frozen while it waits
+//! and thawed for the next run, and it stops once it has waited `RUN_AGENT_KEEP_SECONDS`.
 
 use handoff_tests::links::session_proxy_token;
 use handoff_tests::mcp::read;
@@ -70,6 +70,21 @@ fn phase_started_at(run: &Value, phase: &str) -> i64 {
     (days * 86_400 + seconds) * 1000 + number(20..23)
 }
 
+/// The state letter(s) `ps` shows for `pid` in the sandbox (`T` when stopped).
+async fn process_state(mcp: &Mcp, sandbox: &str, pid: &str) -> String {
+    let out = mcp
+        .call_ok(
+            "sandbox_exec",
+            json!({"sandboxId": sandbox, "command": format!("ps -o stat= -p {pid}")}),
+        )
+        .await;
+    out["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
 fn model_calls(run: &Value) -> u64 {
     run["budget"]["spent"]["modelCalls"].as_u64().unwrap_or(0)
 }
@@ -100,6 +115,19 @@ async fn a_sessions_next_run_reuses_its_agent_until_it_waited_too_long() {
         1,
         "the agent keeps serving after its run: {kept:?}"
     );
+    // While it waits, it is frozen: stopped (`T`), costing no CPU.
+    let waited = Instant::now();
+    loop {
+        let state = process_state(&mcp, &sandbox, &kept[0]).await;
+        if state.starts_with('T') {
+            break;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(6),
+            "the kept agent was never frozen (state {state:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 
     // The next run goes to the same OpenCode, and its model calls count to it alone.
     let (second, _) = start(

@@ -213,6 +213,105 @@ async fn background_processes_start_list_log_and_die() {
     assert_eq!(kept["content"], "x\n");
 }
 
+/// A file of the sandbox's workspace, as the daemon reads it ("" when it is not there).
+async fn workspace_file(c: &Client, path: &str) -> String {
+    let read = c
+        .send(reqwest::Method::GET, &format!("/files?path={path}"), None)
+        .await;
+    read.json()["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_frozen_process_makes_no_progress_until_thawed_and_dies_cleanly_when_killed() {
+    let c = Client::new(daemon(), "freeze").await;
+    // Counts ten times a second; on SIGTERM it writes its goodbye and leaves.
+    let script = "trap 'echo bye > bye.txt; exit 0' TERM; i=0; \
+        while :; do i=$((i+1)); echo $i > count.txt; sleep 0.1; done";
+    let started = c
+        .send(
+            reqwest::Method::POST,
+            "/processes",
+            Some(json!({"command": script})),
+        )
+        .await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    let id = started.json()["id"].as_u64().unwrap();
+    assert_eq!(started.json()["frozen"], false);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let post = |action: &str| format!("/processes/{id}/{action}");
+    let anonymous = c.http.post(format!("{}{}", c.base, post("freeze")));
+    let anonymous = read(anonymous.send().await.unwrap()).await;
+    assert_eq!(anonymous.status, 401, "{}", anonymous.body);
+
+    let frozen = c.send(reqwest::Method::POST, &post("freeze"), None).await;
+    assert_eq!(frozen.status, 200, "{}", frozen.body);
+    assert_eq!(
+        (&frozen.json()["running"], &frozen.json()["frozen"]),
+        (&json!(true), &json!(true))
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let at_freeze = workspace_file(&c, "count.txt").await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        workspace_file(&c, "count.txt").await,
+        at_freeze,
+        "a frozen process counted on"
+    );
+    let listed = c
+        .send(reqwest::Method::GET, "/processes", None)
+        .await
+        .json();
+    let shown = listed["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == id)
+        .cloned()
+        .unwrap();
+    assert_eq!(shown["frozen"], true, "{listed}");
+
+    let thawed = c.send(reqwest::Method::POST, &post("thaw"), None).await;
+    assert_eq!(thawed.status, 200, "{}", thawed.body);
+    assert_eq!(thawed.json()["frozen"], false);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let after_thaw: u64 = workspace_file(&c, "count.txt")
+        .await
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        after_thaw > at_freeze.trim().parse::<u64>().unwrap(),
+        "a thawed process counts on"
+    );
+
+    // Killed while frozen, it is continued so it can act on SIGTERM (not SIGKILLed after 2 s).
+    c.send(reqwest::Method::POST, &post("freeze"), None).await;
+    let killed = c
+        .send(reqwest::Method::DELETE, &format!("/processes/{id}"), None)
+        .await
+        .json();
+    assert_eq!(
+        (&killed["running"], &killed["frozen"]),
+        (&json!(false), &json!(false)),
+        "{killed}"
+    );
+    assert_eq!(workspace_file(&c, "bye.txt").await, "bye\n");
+
+    let ended = c.send(reqwest::Method::POST, &post("freeze"), None).await;
+    assert_eq!(ended.status, 409, "{}", ended.body);
+    assert!(ended.body.contains("not running"), "{}", ended.body);
+    let thaw_ended = c.send(reqwest::Method::POST, &post("thaw"), None).await;
+    assert_eq!(thaw_ended.status, 200, "{}", thaw_ended.body);
+    assert_eq!(thaw_ended.json()["running"], false);
+    let unknown = c
+        .send(reqwest::Method::POST, "/processes/999/freeze", None)
+        .await;
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+}
+
 #[tokio::test]
 async fn a_port_nothing_listens_on_answers_with_a_typed_code() {
     let sandbox = Client::new(daemon(), "port-closed").await;

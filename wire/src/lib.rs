@@ -179,6 +179,10 @@ pub struct ProcessInfo {
     /// True when its `timeout_ms` ran out and the daemon killed it.
     #[serde(default)]
     pub timed_out: bool,
+    /// True while the daemon holds its process group stopped (`POST …/processes/{id}/freeze`):
+    /// it keeps its memory and uses no CPU until it is thawed or killed.
+    #[serde(default)]
+    pub frozen: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -67,6 +67,7 @@ pub async fn start(
         exit_code: None,
         ended_at: None,
         timed_out: false,
+        frozen: false,
     };
     let entry = Arc::new(Mutex::new(Entry {
         info: info.clone(),
@@ -95,6 +96,7 @@ pub async fn start(
             e.info.exit_code = status.and_then(|s| s.code());
             e.info.ended_at = Some(now_ms());
             e.info.timed_out = timed_out;
+            e.info.frozen = false;
         }
     });
     Ok(info)
@@ -139,17 +141,43 @@ fn tail(path: &PathBuf) -> Result<(String, bool)> {
     Ok((text, true))
 }
 
-/// SIGTERM to the process group, SIGKILL two seconds later if it is still running.
+/// Stops (`frozen`) or continues a running process's whole group. A frozen process keeps its
+/// memory and state and uses no CPU; it is thawed, or killed like any other. Freezing a process
+/// that ended is refused; thawing one is not (it answers with the process as it is).
+pub fn set_frozen(sandbox: &Sandbox, id: u64, frozen: bool) -> Result<ProcessInfo> {
+    let entry = sandbox.processes.get(id)?;
+    let mut e = entry
+        .lock()
+        .map_err(|_| ApiError::internal("process table poisoned"))?;
+    match (e.pgid, e.info.running) {
+        (Some(pgid), true) => {
+            signal(pgid, if frozen { libc::SIGSTOP } else { libc::SIGCONT });
+            e.info.frozen = frozen;
+        }
+        _ if frozen => {
+            return Err(ApiError::conflict(format!(
+                "process {id} is not running; only a running process can be frozen"
+            )))
+        }
+        _ => {}
+    }
+    Ok(e.info.clone())
+}
+
+/// SIGTERM to the process group (continued, should it be frozen, so it can act on it), SIGKILL
+/// two seconds later if it is still running.
 pub async fn kill(sandbox: &Sandbox, id: u64) -> Result<ProcessInfo> {
     let entry = sandbox.processes.get(id)?;
     let (pgid, running) = {
-        let e = entry
+        let mut e = entry
             .lock()
             .map_err(|_| ApiError::internal("process table poisoned"))?;
+        e.info.frozen = false;
         (e.pgid, e.info.running)
     };
     if let (Some(pgid), true) = (pgid, running) {
         signal(pgid, libc::SIGTERM);
+        signal(pgid, libc::SIGCONT);
         for _ in 0..20 {
             tokio::time::sleep(Duration::from_millis(100)).await;
             if !entry.lock().map(|e| e.info.running).unwrap_or(false) {

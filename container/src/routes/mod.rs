@@ -61,6 +61,14 @@ pub fn router(app: Arc<App>) -> Router {
             axum::routing::delete(kill_process),
         )
         .route(
+            &format!("{sandbox}/processes/{{pid}}/freeze"),
+            post(freeze_process),
+        )
+        .route(
+            &format!("{sandbox}/processes/{{pid}}/thaw"),
+            post(thaw_process),
+        )
+        .route(
             &format!("{sandbox}/files"),
             get(read_file)
                 .put(write_file)
@@ -235,6 +243,20 @@ async fn kill_process(
     Path((_, pid)): Path<(String, u64)>,
 ) -> Result<impl IntoResponse> {
     Ok(Json(processes::kill(&sandbox, pid).await?))
+}
+
+async fn freeze_process(
+    Authorized(sandbox): Authorized,
+    Path((_, pid)): Path<(String, u64)>,
+) -> Result<impl IntoResponse> {
+    Ok(Json(processes::set_frozen(&sandbox, pid, true)?))
+}
+
+async fn thaw_process(
+    Authorized(sandbox): Authorized,
+    Path((_, pid)): Path<(String, u64)>,
+) -> Result<impl IntoResponse> {
+    Ok(Json(processes::set_frozen(&sandbox, pid, false)?))
 }
 
 fn encoding(params: &HashMap<String, String>) -> Result<Encoding> {

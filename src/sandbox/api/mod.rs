@@ -91,6 +91,9 @@ rpc::ops! {
         } => SandboxInfo;
         spawn: Spawn { request: StartProcess } => ProcessInfo;
         kill: Kill { id: u64 } => ProcessInfo;
+        /// Stops (`frozen`) or continues a running background process: frozen, it keeps its
+        /// memory and uses no CPU (a session's kept agent between runs).
+        freeze: Freeze { id: u64, frozen: bool } => ProcessInfo;
         /// One background process's state (running, exit code, when it ended).
         process: Process { id: u64 } => ProcessInfo;
         logs: Logs { id: u64 } => ProcessLogs;

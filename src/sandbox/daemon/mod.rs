@@ -1,6 +1,9 @@
 //! The Worker's client of the sandbox daemon's `/v1` API. The transport is the only thing that
 //! differs between backends: a Cloudflare Container's TCP port, or a daemon URL (local
-//! backend). Every call carries a short-lived token for this one sandbox.
+//! backend). Every call carries a short-lived token for this one sandbox. Its background
+//! processes are in `processes`.
+
+mod processes;
 
 use super::api::{port_watch, PortReply, PortRequest};
 use crate::config;
@@ -11,8 +14,8 @@ use crate::time::now_ms;
 use futures::future::{select, Either};
 use handoff_wire::{
     EgressLog, Encoding, ErrorBody, ErrorCode, ExecRequest, ExecResult, FileContent, FileList,
-    FileWritten, GitClone, PortList, ProcessInfo, ProcessLogs, SandboxSpec, SandboxState,
-    StartProcess, TokenClaims, Verdict, TOKEN_AUDIENCE,
+    FileWritten, GitClone, PortList, SandboxSpec, SandboxState, TokenClaims, Verdict,
+    TOKEN_AUDIENCE,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -359,30 +362,6 @@ impl Daemon {
             });
         }
         self.call::<(), _>(Method::Get, &query, None).await
-    }
-
-    pub async fn start_process(&self, req: &StartProcess) -> Result<ProcessInfo> {
-        self.call(Method::Post, "/processes", Some(req)).await
-    }
-
-    /// One background process, from the sandbox's list.
-    pub async fn process(&self, id: u64) -> Result<ProcessInfo> {
-        let list: handoff_wire::ProcessList =
-            self.call::<(), _>(Method::Get, "/processes", None).await?;
-        list.processes
-            .into_iter()
-            .find(|p| p.id == id)
-            .ok_or_else(|| Error::not_found(format!("process {id} is not known in this sandbox")))
-    }
-
-    pub async fn kill_process(&self, id: u64) -> Result<ProcessInfo> {
-        self.call::<(), _>(Method::Delete, &format!("/processes/{id}"), None)
-            .await
-    }
-
-    pub async fn process_logs(&self, id: u64) -> Result<ProcessLogs> {
-        self.call::<(), _>(Method::Get, &format!("/processes/{id}/logs"), None)
-            .await
     }
 
     pub async fn git_clone(&self, req: &GitClone) -> Result<ExecResult> {
