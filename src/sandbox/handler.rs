@@ -268,12 +268,6 @@ impl SandboxHandler for SandboxObject {
     }
 
     async fn freeze(&self, op: Freeze) -> Result<handoff_wire::ProcessInfo> {
-        // Pausing ended every process: nothing to freeze or thaw, and no reason to wake it.
-        if self.record()?.status == Status::Paused {
-            return Err(Error::conflict(
-                "the sandbox is paused: it runs no processes",
-            ));
-        }
         on_daemon!(self, |d| d.freeze_process(op.id, op.frozen))
     }
 
