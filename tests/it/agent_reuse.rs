@@ -91,12 +91,12 @@ fn model_calls(run: &Value) -> u64 {
 
 #[tokio::test]
 async fn a_sessions_next_run_reuses_its_agent_until_it_waited_too_long() {
-    let stack = RunStack::start(&[("RUN_AGENT_KEEP_SECONDS", "8")]);
+    let stack = RunStack::start(&[("RUN_AGENT_KEEP_SECONDS", "12")]);
     let mcp = Mcp::connect(&stack.url()).await;
     let repository = stack.broken_repo(&repo_name("reuse"));
     let (first, session) = start(
         &mcp,
-        json!({"task": "Fix the test. [scenario:fix-add]", "repository": repository, "maxTokens": BUDGET}),
+        json!({"task": "Fix the test. [scenario:ticker-fix]", "repository": repository, "maxTokens": BUDGET}),
     )
     .await;
     let one = mcp.wait_run(&first, RUN_TIMEOUT, terminal).await;
@@ -128,6 +128,20 @@ async fn a_sessions_next_run_reuses_its_agent_until_it_waited_too_long() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    // What the agent left running in the background is not: its commands lead groups of their
+    // own, so the ticker it started keeps ticking.
+    let ticks = || async {
+        let read = json!({"sandboxId": sandbox, "command": "cat /home/sandbox/ticks.txt"});
+        mcp.call_ok("sandbox_exec", read).await["stdout"].clone()
+    };
+    let before = ticks().await;
+    assert!(before.as_str().is_some_and(|t| !t.is_empty()), "no ticks");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_ne!(
+        ticks().await,
+        before,
+        "the agent's background command stopped"
+    );
 
     // The next run goes to the same OpenCode, and its model calls count to it alone.
     let (second, _) = start(

@@ -52,6 +52,12 @@ pub fn script(scenario: &str, step: usize) -> Reply {
     };
     match scenario {
         "fix-add" | "demo" => fix(step),
+        // Leaves a command of its own running in the background (outside the repository),
+        // then fixes add.sh.
+        "ticker-fix" => match step {
+            0 => bash("(while :; do date +%s%N > /home/sandbox/ticks.txt; sleep 0.2; done) > /dev/null 2>&1 &"),
+            s => fix(s - 1),
+        },
         "slow-fix" if step == 0 => Reply::After(Duration::from_secs(8), Box::new(fix(0))),
         "slow-fix" => fix(step),
         "followup" => match step {
