@@ -6,7 +6,8 @@ use super::driver::Driver;
 use super::store::{self, Current, KeptAgent};
 use crate::config;
 use crate::error::Result;
-use crate::sandbox::api::{Freeze, Kill, Process, SandboxClient};
+use crate::sandbox::api::{Freeze, Info, Kill, Process, SandboxClient};
+use crate::sandboxes::Status;
 use crate::time::now_ms;
 use worker::console_warn;
 
@@ -72,7 +73,13 @@ impl Driver<'_> {
         meta.agent = None;
         store::save_meta(&self.sql, &meta)?;
         let sandbox = self.sandbox()?;
-        if still_running(&sandbox, &kept).await {
+        // Pausing ended it, and asking a paused sandbox about a process would wake it (and
+        // restore its workspace) for nothing.
+        let paused = matches!(
+            sandbox.call(Info {}).await,
+            Ok(info) if info.record.status == Status::Paused
+        );
+        if !paused && still_running(&sandbox, &kept).await {
             let _ = sandbox.call(Kill { id: kept.process }).await;
         }
         Ok(None)

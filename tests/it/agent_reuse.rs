@@ -256,3 +256,36 @@ async fn a_sessions_next_run_reuses_its_agent_until_it_waited_too_long() {
     .await;
     assert_eq!(after.status, 401, "between runs: {}", after.body);
 }
+
+#[tokio::test]
+async fn a_kept_agent_that_expires_in_a_paused_sandbox_does_not_wake_it() {
+    let stack = RunStack::start(&[("RUN_AGENT_KEEP_SECONDS", "8")]);
+    let mcp = Mcp::connect(&stack.url()).await;
+    let repository = stack.broken_repo(&repo_name("reuse-paused"));
+    let (run, session) = start(
+        &mcp,
+        json!({"task": "Fix the test. [scenario:fix-add]", "repository": repository}),
+    )
+    .await;
+    let done = mcp.wait_run(&run, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&done), "completed", "{done:#}");
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    assert_eq!(
+        agent_pids(&mcp, &sandbox).await.len(),
+        1,
+        "the agent is kept when the sandbox pauses (else this test proves nothing)"
+    );
+    let paused = mcp
+        .call_ok("sandbox_pause", json!({"sandboxId": sandbox}))
+        .await;
+    assert_eq!(paused["status"], "paused", "{paused:#}");
+    // Past the kept agent's 8 s, when the session lets it go.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let info = mcp
+        .call_ok("sandbox_info", json!({"sandboxId": sandbox}))
+        .await;
+    assert_eq!(
+        info["status"], "paused",
+        "the kept agent's expiry woke the sandbox: {info:#}"
+    );
+}
