@@ -85,6 +85,11 @@ impl Driver<'_> {
                 None => {
                     let artifacts = self.flush_artifacts().await?;
                     let agent = self.expire_kept_agent().await?;
+                    // A run dispatched while those awaited starts now: the alarm this step
+                    // sets would otherwise replace the one its dispatch set for now.
+                    if store::next_pending(&self.sql)?.is_some() {
+                        return Ok(Next::Now);
+                    }
                     Ok(match artifacts.into_iter().chain(agent).min() {
                         Some(left) => Next::After(left),
                         None => Next::Idle,
