@@ -148,14 +148,12 @@ pub async fn run() {
         .filter(|p| crate::cpu::descends_from(*p, daemon_pid))
         .collect();
     let frozen = pids.iter().filter(|p| crate::cpu::is_stopped(**p)).count();
-    let per_minute = |window: Duration| {
-        let spent = || -> f64 { pids.iter().filter_map(|p| crate::cpu::cpu_secs(*p)).sum() };
-        let before = spent();
-        std::thread::sleep(window);
-        (spent() - before) * 60.0 / window.as_secs_f64()
-    };
+    let spent = || -> f64 { pids.iter().filter_map(|p| crate::cpu::cpu_secs(*p)).sum() };
     let window = Duration::from_secs(30);
-    let as_left = per_minute(window);
+    let per_minute = |before: f64| (spent() - before) * 60.0 / window.as_secs_f64();
+    let before = spent();
+    tokio::time::sleep(window).await;
+    let as_left = per_minute(before);
     let signal = |sig| {
         for pid in &pids {
             // SAFETY: kill only sends a signal, to OpenCode servers this bench's daemon started.
@@ -163,7 +161,9 @@ pub async fn run() {
         }
     };
     signal(libc::SIGCONT);
-    let continued = per_minute(window);
+    let before = spent();
+    tokio::time::sleep(window).await;
+    let continued = per_minute(before);
     signal(libc::SIGSTOP);
     println!(
         "  while they wait: {frozen} of {} frozen, {as_left:.2} CPU-s a minute in all; continued, the same servers use {continued:.2} CPU-s a minute",
