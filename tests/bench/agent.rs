@@ -135,6 +135,16 @@ pub async fn run() {
             cpu_before.spent_until(&CpuSnapshot::take(daemon_pid), n)
         );
     }
+    // The same 8-against-1 measure for OpenCode alone: what the target leaves for handoff.
+    match (bare_opencode_at_once(&stack, 1), bare_opencode_at_once(&stack, 8)) {
+        (Ok((one, one_cpu)), Ok((eight, eight_cpu))) => println!(
+            "without handoff, bare `opencode run`s of the same task: 1 took {:.1} s ({one_cpu:.1} CPU-s), 8 at once {:.1} s ({eight_cpu:.1} CPU-s each), {:.1}× one: OpenCode's own floor for the 3× target on this host",
+            one.as_secs_f64(),
+            eight.as_secs_f64(),
+            eight.as_secs_f64() / one.as_secs_f64()
+        ),
+        (Err(e), _) | (_, Err(e)) => println!("bare `opencode run`s at once could not be measured: {e}"),
+    }
     let (kept, kib) = opencode_servers();
     println!(
         "OpenCode servers left serving their sessions for the next run (RUN_AGENT_KEEP_SECONDS): {kept}, {:.0} MiB resident in all",
@@ -243,8 +253,46 @@ async fn first_request(stack: &RunStack, run_id: &str, started: Instant) -> Dura
 /// `opencode run` of the same scripted task in a fresh clone on the host: how long it took and
 /// the CPU time it used.
 fn bare_opencode(stack: &RunStack) -> Result<(Duration, f64), String> {
-    let repo = stack.broken_repo("bench-bare");
-    let dir = std::env::temp_dir().join(format!("handoff-bench-bare-{}", std::process::id()));
+    let dir = bare_checkout(stack, "bench-bare")?;
+    let cpu = children_cpu_secs();
+    let ran = bare_run(&dir, &stack.llm.url());
+    let cpu = children_cpu_secs() - cpu;
+    let _ = std::fs::remove_dir_all(&dir);
+    ran.map(|took| (took, cpu))
+}
+
+/// The concurrency target's floor without handoff: `n` bare `opencode run`s of the same task
+/// at once, each in its own clone. Returns the wall time and the CPU seconds per run.
+fn bare_opencode_at_once(stack: &RunStack, n: usize) -> Result<(Duration, f64), String> {
+    let dirs = (0..n)
+        .map(|i| bare_checkout(stack, &format!("bench-bare-{n}-{i}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let url = stack.llm.url();
+    let cpu = children_cpu_secs();
+    let started = Instant::now();
+    let results: Vec<Result<Duration, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = dirs
+            .iter()
+            .map(|dir| scope.spawn(|| bare_run(dir, &url)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
+            .collect()
+    });
+    let took = started.elapsed();
+    let cpu = (children_cpu_secs() - cpu) / n as f64;
+    for dir in &dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok((took, cpu))
+}
+
+/// A fresh clone of a broken repository from the forge, in a folder of its own.
+fn bare_checkout(stack: &RunStack, name: &str) -> Result<std::path::PathBuf, String> {
+    let repo = stack.broken_repo(name);
+    let dir = std::env::temp_dir().join(format!("handoff-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let auth = format!(
         "http.extraHeader=Authorization: Basic {}",
@@ -264,10 +312,15 @@ fn bare_opencode(stack: &RunStack) -> Result<(Duration, f64), String> {
     if !clone.success() {
         return Err("git clone failed".into());
     }
+    Ok(dir)
+}
+
+/// `opencode run` of the scripted task in `dir`'s clone, against the scripted LLM at `llm`;
+/// an error unless it fixed the file.
+fn bare_run(dir: &std::path::Path, llm: &str) -> Result<Duration, String> {
     let state = dir.join("state");
     let binary = root().join("node_modules/opencode-linux-x64/bin/opencode");
     let started = Instant::now();
-    let cpu = children_cpu_secs();
     let out = Command::new(binary)
         .args(["run", "-m", "anthropic/claude-sonnet-4-5", TASK])
         .current_dir(dir.join("repo"))
@@ -284,22 +337,20 @@ fn bare_opencode(stack: &RunStack) -> Result<(Duration, f64), String> {
         .env(
             "OPENCODE_CONFIG_CONTENT",
             json!({"autoupdate": false, "share": "disabled", "permission": {"*": "allow", "webfetch": "deny"},
-                "provider": {"anthropic": {"options": {"baseURL": format!("{}/v1", stack.llm.url())}}}})
+                "provider": {"anthropic": {"options": {"baseURL": format!("{llm}/v1")}}}})
             .to_string(),
         )
         .output()
         .map_err(|e| e.to_string())?;
     let elapsed = started.elapsed();
-    let cpu = children_cpu_secs() - cpu;
     let fixed = std::fs::read_to_string(dir.join("repo/add.sh")).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
     if !out.status.success() || !fixed.contains("$1 + $2") {
         return Err(format!(
             "opencode run did not fix the file: {}",
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    Ok((elapsed, cpu))
+    Ok(elapsed)
 }
 
 /// User and system CPU seconds of this process's ended children.
