@@ -28,6 +28,11 @@ pub const DEFAULT_MAX_DURATION_SECONDS: &str = "RUN_DEFAULT_MAX_DURATION_SECONDS
 /// seconds (default 600; 0: it stops with each run).
 pub const AGENT_KEEP_SECONDS: &str = "RUN_AGENT_KEEP_SECONDS";
 
+/// Var: whether a coding run that starts a new session also prepares a spare one for the
+/// caller's next new session — its sandbox and OpenCode started, then frozen — which waits
+/// `RUN_AGENT_KEEP_SECONDS` and is deleted unused ("1", the default, or "0").
+pub const SPARE_SESSIONS: &str = "RUN_SPARE_SESSIONS";
+
 /// Var: how long a run waits, in seconds, before it hands the agent its turn again when the
 /// model provider kept failing (429, 5xx) past OpenCode's own retries; doubled for each
 /// further attempt, up to 4 (default 30).
@@ -86,6 +91,18 @@ pub fn agent_keep_ms(env: &Env) -> i64 {
         .unwrap_or(DEFAULT_AGENT_KEEP_SECS)
         .min(86_400) as i64
         * 1000
+}
+
+/// Whether new sessions are prepared ahead (see [`SPARE_SESSIONS`]); never when agents are not
+/// kept.
+pub fn spare_sessions(env: &Env) -> bool {
+    get(env, SPARE_SESSIONS).as_deref() != Some("0") && agent_keep_ms(env) > 0
+}
+
+/// How long a spare session may still be waiting after the ledger named it: its run's longest
+/// time, then its agent's wait.
+pub fn spare_lifetime_ms(env: &Env) -> i64 {
+    super::max_run_ms(env) + agent_keep_ms(env)
 }
 
 pub fn callback_secret(env: &Env) -> Option<Vec<u8>> {

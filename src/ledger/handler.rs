@@ -104,8 +104,13 @@ impl LedgerHandler for Call<'_> {
             // A worker run's session is its own and is never continued: it is no work session
             // to list.
             None if spec.worker.is_some() => ids::new_id(ids::SESSION),
+            // The caller's spare session, prepared ahead, when there is a fresh one.
             None => {
-                let id = ids::new_id(ids::SESSION);
+                let lives = crate::config::runs::spare_lifetime_ms(&self.ledger.env);
+                let id = match store::take_spare(sql, principal, lives, now)? {
+                    Some(spare) => spare,
+                    None => ids::new_id(ids::SESSION),
+                };
                 store::insert_session(sql, &id, principal, now)?;
                 id
             }
@@ -124,6 +129,11 @@ impl LedgerHandler for Call<'_> {
         let run = find_run(sql, &run_id)?;
         // From here on the run is durable: a failed hand-off is retried by the alarm.
         self.ledger.dispatch(sql, &run_id, &session_id).await;
+        if spec.session_id.is_none() && spec.worker.is_none() {
+            self.ledger
+                .prepare_spare(sql, principal, &run_id, now)
+                .await;
+        }
         self.ledger.reschedule().await?;
         Ok(CreatedRun {
             run,

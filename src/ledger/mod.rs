@@ -106,6 +106,37 @@ impl RunLedger {
         }
     }
 
+    /// Has a spare session prepared for the principal's next new session, like `run_id`'s (its
+    /// model and origin), unless one is fresh or spares are off. Best effort: without one, the
+    /// next new session starts its agent itself.
+    async fn prepare_spare(&self, sql: &SqlStorage, principal: &str, run_id: &str, now: i64) {
+        if !config::runs::spare_sessions(&self.env) {
+            return;
+        }
+        let lives = config::runs::spare_lifetime_ms(&self.env);
+        match store::has_spare(sql, principal, lives, now) {
+            Ok(false) => {}
+            Ok(true) => return,
+            Err(e) => return console_error!("ledger: looking for a spare session: {e}"),
+        }
+        let session_id = crate::ids::new_id(crate::ids::SESSION);
+        if let Err(e) = store::put_spare(sql, principal, &session_id, now) {
+            return console_error!("ledger: recording a spare session: {e}");
+        }
+        let op = session::Prepare {
+            session_id: session_id.clone(),
+            like_run: run_id.to_string(),
+        };
+        let result = match session::client(&self.env, &session_id) {
+            Ok(client) => client.call(op).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            console_error!("ledger: preparing spare session {session_id}: {e}");
+            let _ = store::drop_spare(sql, principal, &session_id);
+        }
+    }
+
     /// Tells a run's session that the run ended outside its control (cancel, watchdog), so it
     /// stops working on it. Best effort: the session also checks the ledger before each step.
     async fn notify_session_of_end(&self, run: &RunRecord) {

@@ -16,6 +16,9 @@ rpc::ops! {
         run_ended: RunEnded { run_id: String } => Ack;
         /// Something the run waits for happened (an approval): take its next step now.
         wake: Wake { run_id: String } => Ack;
+        /// Become a spare session: start the sandbox and the agent a run like `like_run` needs,
+        /// then wait frozen for the run that takes this session over.
+        prepare: Prepare { session_id: String, like_run: String } => Ack;
     }
 }
 

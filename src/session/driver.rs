@@ -15,7 +15,7 @@ use crate::runs::{ProgressDetail, RunError, RunErrorCode, RunOutcome, RunRecord,
 use crate::sandbox::api::{self as sandbox, Ensure, Kill, SandboxClient};
 use crate::time::now_ms;
 use crate::tokens::{self, Service};
-use handoff_wire::{ExecRequest, WORKSPACE};
+use handoff_wire::ExecRequest;
 use std::collections::BTreeMap;
 use worker::{console_warn, Env, SqlStorage};
 
@@ -83,8 +83,14 @@ impl Driver<'_> {
                 // Between runs: artifacts the bucket refused are tried again, and a kept agent
                 // waits a while for the session's next run, then stops.
                 None => {
+                    if let Some(next) = self.prepare_spare().await? {
+                        // A run that took the session over while it awaited starts now.
+                        let taken = store::next_pending(&self.sql)?.is_some();
+                        return Ok(if taken { Next::Now } else { next });
+                    }
                     let artifacts = self.flush_artifacts().await?;
                     let agent = self.expire_kept_agent().await?;
+                    self.retire_spare().await?;
                     // A run dispatched while those awaited starts now: the alarm this step
                     // sets would otherwise replace the one its dispatch set for now.
                     if store::next_pending(&self.sql)?.is_some() {
@@ -157,34 +163,20 @@ impl Driver<'_> {
             return Ok(Next::Now);
         }
         let now = now_ms();
-        let current = Current {
-            run_id: run_id.to_string(),
-            phase: Phase::Preparing,
-            started_at: now,
-            deadline: now + config::max_run_ms(self.env),
-            dir: WORKSPACE.to_string(),
-            checkout: None,
-            agent_process: None,
-            agent_session: None,
-            marker: format!("[handoff:{run_id}]"),
-            prompted_at: None,
-            failures: 0,
-            detail: ProgressDetail::default(),
-            idle_unsettled_since: None,
-            sandbox_born: None,
-            worker: None,
-            stop: None,
-            looked_at: None,
-            reported: None,
-            resumes: 0,
-            model_retries: 0,
-            retry_at: None,
-            quiet: None,
-            stop_code: None,
-            failing_since: None,
-        };
+        let current = Current::begin(run_id, now, now + config::max_run_ms(self.env));
         self.save(&current)?;
         Ok(Next::Now)
+    }
+
+    /// The session's sandbox as `run` needs it, created if it is not there.
+    pub(super) fn ensure_sandbox(&self, run: &RunRecord) -> Result<Ensure> {
+        Ok(Ensure {
+            id: sandbox_id(&self.session_id),
+            name: format!("session {}", self.session_id),
+            created_by: run.created_by.clone(),
+            spec: self.sandbox_spec(run)?,
+            idle_timeout_s: 900,
+        })
     }
 
     /// Saves the run's state unless it was cleared meanwhile (a cancel arrived while awaiting).
@@ -253,15 +245,7 @@ impl Driver<'_> {
         match current.phase {
             Phase::Preparing => {
                 self.progress(&current, "preparing the sandbox").await?;
-                let spec = self.sandbox_spec(run)?;
-                let ensure = Ensure {
-                    id: sandbox_id(&self.session_id),
-                    name: format!("session {}", self.session_id),
-                    created_by: run.created_by.clone(),
-                    spec,
-                    idle_timeout_s: 900,
-                };
-                self.sandbox()?.call(ensure).await?;
+                self.sandbox()?.call(self.ensure_sandbox(run)?).await?;
                 if run.repository.is_some() {
                     // OpenCode starts while the repository is cloned; the next phases wait for
                     // it. A failure here is met again, and reported, when the agent starts.

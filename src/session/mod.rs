@@ -17,15 +17,16 @@ mod outbox;
 mod policy;
 mod resume;
 mod retry;
+mod spare;
 mod store;
 mod turn;
 mod worker_run;
 
 use crate::config;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::rpc::{self, Ack};
 use crate::time::now_ms;
-use api::{Dispatch, RunEnded, SessionHandler, SessionRequest, Wake};
+use api::{Dispatch, Prepare, RunEnded, SessionHandler, SessionRequest, Wake};
 use driver::{Driver, Next};
 use worker::{console_error, durable_object, DurableObject, Env, Request, Response, State};
 
@@ -106,6 +107,10 @@ impl SessionHandler for WorkSession {
             meta.session_id = Some(session_id);
             store::save_meta(&sql, &meta)?;
         }
+        // A spare session's first run takes it over: it is no longer spare.
+        if store::spare(&sql)?.is_some() {
+            store::save_spare(&sql, None)?;
+        }
         store::enqueue(&sql, &run_id, now_ms())?;
         let storage = self.state.storage();
         // An idle session's alarm may be set far ahead (its kept agent's expiry): the new run
@@ -127,6 +132,27 @@ impl SessionHandler for WorkSession {
             }
             self.state.storage().set_alarm(0).await?;
         }
+        Ok(Ack {})
+    }
+
+    async fn prepare(&self, op: Prepare) -> Result<Ack> {
+        let sql = self.state.storage().sql();
+        let mut meta = store::meta(&sql)?;
+        // Only a new session becomes a spare one.
+        if meta.session_id.is_some() {
+            return Err(Error::conflict(format!(
+                "session {} already exists",
+                op.session_id
+            )));
+        }
+        meta.session_id = Some(op.session_id);
+        store::save_meta(&sql, &meta)?;
+        let spare = store::Spare {
+            like_run: op.like_run,
+            prepared: false,
+        };
+        store::save_spare(&sql, Some(&spare))?;
+        self.state.storage().set_alarm(0).await?;
         Ok(Ack {})
     }
 

@@ -41,6 +41,9 @@ const PART_BYTES: usize = 512 * 1024;
 
 const CURRENT: &str = "current";
 const META: &str = "meta";
+/// Apart from the meta record, which a step may save from a copy read before its awaits: a
+/// run's dispatch clears it, and nothing may set it back.
+const SPARE: &str = "spare";
 
 pub fn create_schema(sql: &SqlStorage) -> Result<()> {
     sql.exec(SCHEMA, None)?;
@@ -201,6 +204,38 @@ pub struct Current {
     pub stop_code: Option<RunErrorCode>,
 }
 
+impl Current {
+    /// A run's state as it begins: preparing its sandbox in the workspace, due by `deadline`.
+    pub fn begin(run_id: &str, now: i64, deadline: i64) -> Current {
+        Current {
+            run_id: run_id.to_string(),
+            phase: Phase::Preparing,
+            started_at: now,
+            deadline,
+            dir: handoff_wire::WORKSPACE.to_string(),
+            checkout: None,
+            agent_process: None,
+            agent_session: None,
+            marker: format!("[handoff:{run_id}]"),
+            prompted_at: None,
+            failures: 0,
+            detail: ProgressDetail::default(),
+            idle_unsettled_since: None,
+            sandbox_born: None,
+            worker: None,
+            stop: None,
+            looked_at: None,
+            reported: None,
+            resumes: 0,
+            model_retries: 0,
+            retry_at: None,
+            quiet: None,
+            stop_code: None,
+            failing_since: None,
+        }
+    }
+}
+
 /// The driven worker run's own state.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkerState {
@@ -264,6 +299,14 @@ pub struct Meta {
     pub agent: Option<KeptAgent>,
 }
 
+/// A spare session's preparation: the run whose model and origin its agent is started for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spare {
+    pub like_run: String,
+    /// Whether the preparation was made (once: a failed one leaves the next run to start it).
+    pub prepared: bool,
+}
+
 /// An OpenCode server left running for the session's next coding run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KeptAgent {
@@ -282,6 +325,15 @@ pub struct KeptAgent {
     /// Whether it was frozen while it waits (the next run thaws it whatever this says).
     #[serde(default)]
     pub frozen: bool,
+}
+
+/// Set while this is a spare session no run has taken over yet (`spare.rs`).
+pub fn spare(sql: &SqlStorage) -> Result<Option<Spare>> {
+    Ok(get::<Option<Spare>>(sql, SPARE)?.flatten())
+}
+
+pub fn save_spare(sql: &SqlStorage, spare: Option<&Spare>) -> Result<()> {
+    put(sql, SPARE, &spare)
 }
 
 pub fn meta(sql: &SqlStorage) -> Result<Meta> {

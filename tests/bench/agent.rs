@@ -68,6 +68,8 @@ pub async fn run() {
         Err(e) => println!("bare `opencode run` could not be measured: {e}"),
     }
 
+    spare_session().await;
+
     // Memory while an agent works (the slow-fix script waits 8 s before its first reply).
     let repo = stack.broken_repo("bench-memory");
     let sampling = Arc::new(AtomicBool::new(true));
@@ -179,6 +181,47 @@ pub async fn run() {
         "  while they wait: {frozen} of {} frozen, {as_left:.2} CPU-s a minute in all; continued, the same servers use {continued:.2} CPU-s a minute",
         pids.len()
     );
+}
+
+/// A new session's run that takes over a spare session (`RUN_SPARE_SESSIONS`), on a stack of
+/// its own so the rounds above compare like with like: a first run makes the spare; once its
+/// agent waits frozen, the next new session's run goes straight to the prompt.
+async fn spare_session() {
+    let stack = RunStack::start(&[
+        ("RUN_POLL_INTERVAL_MS", "2000"),
+        ("RUN_SPARE_SESSIONS", "1"),
+    ]);
+    let mcp = Mcp::connect(&stack.url()).await;
+    let repo = stack.broken_repo("bench-spare");
+    let (first, _) = run_task(&mcp, json!({"task": TASK, "repository": repo})).await;
+    wait(&mcp, &first).await;
+    // Frozen: the first session's kept agent and the spare's.
+    let daemon_pid = stack.daemon().pgid().unwrap_or(0) as u32;
+    let waited = Instant::now();
+    while opencode_pids()
+        .into_iter()
+        .filter(|p| crate::cpu::descends_from(*p, daemon_pid) && crate::cpu::is_stopped(*p))
+        .count()
+        < 2
+    {
+        if waited.elapsed() > Duration::from_secs(60) {
+            println!("new session with a spare: the spare never got ready");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let started = Instant::now();
+    let (run_id, _) = run_task(&mcp, json!({"task": TASK, "repository": repo})).await;
+    let first_at = first_request(&stack, &run_id, started).await;
+    let run = wait(&mcp, &run_id).await;
+    println!(
+        "new session taking over a spare: first model request after {:.2} s (target ≤ 2 s: {}); completed after {:.2} s [{}]",
+        first_at.as_secs_f64(),
+        verdict(first_at <= Duration::from_secs(2)),
+        started.elapsed().as_secs_f64(),
+        run["status"].as_str().unwrap_or_default()
+    );
+    println!("  phases: {}", phases(&mcp.get_run(&run_id).await));
 }
 
 /// A run's phases and how long each took.

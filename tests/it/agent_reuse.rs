@@ -5,7 +5,9 @@
 
 use handoff_tests::links::session_proxy_token;
 use handoff_tests::mcp::read;
-use handoff_tests::runs::{agent_pids, repo_name, status, terminal};
+use handoff_tests::runs::{
+    agent_pids, agent_started_at, process_state, repo_name, status, terminal,
+};
 use handoff_tests::stack::{RunStack, CANARY_ANTHROPIC_KEY, PROXY_SECRET};
 use handoff_tests::Mcp;
 use serde_json::{json, Value};
@@ -21,31 +23,6 @@ async fn start(mcp: &Mcp, arguments: Value) -> (String, String) {
         out["runId"].as_str().unwrap().to_string(),
         out["sessionId"].as_str().unwrap().to_string(),
     )
-}
-
-/// When the daemon started the sandbox's running `opencode serve` (ms since the epoch).
-async fn agent_started_at(stack: &RunStack, sandbox: &str) -> i64 {
-    // A client for the existing sandbox (no create: that would reset its spec).
-    let daemon = handoff_tests::daemon::Client {
-        http: reqwest::Client::new(),
-        base: format!("{}/v1/sandboxes/{sandbox}", stack.daemon().url()),
-        id: sandbox.to_string(),
-        token: handoff_tests::links::daemon_token(sandbox, 300),
-    };
-    let listed = daemon
-        .send(reqwest::Method::GET, "/processes", None)
-        .await
-        .json();
-    listed["processes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| {
-            let command = p["command"].as_str().unwrap_or_default();
-            p["running"] == true && command.contains("opencode") && command.contains("serve")
-        })
-        .and_then(|p| p["started_at"].as_i64())
-        .unwrap_or_else(|| panic!("no running OpenCode: {listed:#}"))
 }
 
 /// When a run entered `phase`, in ms since the epoch (from `2026-12-02T09:00:48.057Z`).
@@ -68,21 +45,6 @@ fn phase_started_at(run: &Value, phase: &str) -> i64 {
     let days = era * 146_097 + doe - 719_468;
     let seconds = number(11..13) * 3600 + number(14..16) * 60 + number(17..19);
     (days * 86_400 + seconds) * 1000 + number(20..23)
-}
-
-/// The state letter(s) `ps` shows for `pid` in the sandbox (`T` when stopped).
-async fn process_state(mcp: &Mcp, sandbox: &str, pid: &str) -> String {
-    let out = mcp
-        .call_ok(
-            "sandbox_exec",
-            json!({"sandboxId": sandbox, "command": format!("ps -o stat= -p {pid}")}),
-        )
-        .await;
-    out["stdout"]
-        .as_str()
-        .unwrap_or_default()
-        .trim()
-        .to_string()
 }
 
 fn model_calls(run: &Value) -> u64 {

@@ -27,6 +27,7 @@ mod sandboxes;
 mod secrets;
 mod security;
 mod soak;
+mod spare_sessions;
 mod storage_faults;
 mod streams;
 mod tasks;

@@ -47,3 +47,43 @@ pub async fn agent_pids(mcp: &Mcp, sandbox: &str) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// When the daemon started the sandbox's running `opencode serve` (ms since the epoch).
+pub async fn agent_started_at(stack: &crate::stack::RunStack, sandbox: &str) -> i64 {
+    // A client for the existing sandbox (no create: that would reset its spec).
+    let daemon = crate::daemon::Client {
+        http: reqwest::Client::new(),
+        base: format!("{}/v1/sandboxes/{sandbox}", stack.daemon().url()),
+        id: sandbox.to_string(),
+        token: crate::links::daemon_token(sandbox, 300),
+    };
+    let listed = daemon
+        .send(reqwest::Method::GET, "/processes", None)
+        .await
+        .json();
+    listed["processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| {
+            let command = p["command"].as_str().unwrap_or_default();
+            p["running"] == true && command.contains("opencode") && command.contains("serve")
+        })
+        .and_then(|p| p["started_at"].as_i64())
+        .unwrap_or_else(|| panic!("no running OpenCode: {listed:#}"))
+}
+
+/// The state letter(s) `ps` shows for `pid` in the sandbox (`T` when stopped).
+pub async fn process_state(mcp: &Mcp, sandbox: &str, pid: &str) -> String {
+    let out = mcp
+        .call_ok(
+            "sandbox_exec",
+            json!({"sandboxId": sandbox, "command": format!("ps -o stat= -p {pid}")}),
+        )
+        .await;
+    out["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}

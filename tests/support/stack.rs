@@ -72,6 +72,10 @@ impl RunStack {
             .var("HANDOFF_DEFAULT_MODEL", "anthropic/claude-sonnet-4-5")
             .var("RUN_POLL_INTERVAL_MS", "500")
             .var("RUN_MODEL_RETRY_SECONDS", "1");
+        // Spare sessions hold an OpenCode each: only the stacks that test them have them.
+        if !extra.iter().any(|(key, _)| *key == "RUN_SPARE_SESSIONS") {
+            options = options.var("RUN_SPARE_SESSIONS", "0");
+        }
         for (key, value) in extra {
             options = options.var(key, *value);
         }

@@ -93,6 +93,11 @@ CREATE TABLE IF NOT EXISTS sessions (
   run_count INTEGER NOT NULL DEFAULT 0,
   last_run_id TEXT
 );
+CREATE TABLE IF NOT EXISTS spare_sessions (
+  principal TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS sandboxes (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
   id TEXT NOT NULL UNIQUE,

@@ -71,3 +71,66 @@ pub fn list_sessions(
         .collect();
     Ok(paginate(rows, limit))
 }
+
+/// The principal's spare session, taken for their new session (and so no longer spare) when it
+/// was named less than `fresh_ms` ago; an older one is surely gone, so the new session gets an
+/// id of its own and that one is forgotten. (One that went earlier, unused, only leaves the
+/// session to start its sandbox and agent itself.)
+pub fn take_spare(
+    sql: &SqlStorage,
+    principal: &str,
+    fresh_ms: i64,
+    now: i64,
+) -> Result<Option<String>> {
+    let spare = spare(sql, principal)?;
+    if spare.is_some() {
+        sql.exec(
+            "DELETE FROM spare_sessions WHERE principal = ?",
+            vec![principal.into()],
+        )?;
+    }
+    Ok(spare
+        .filter(|(_, created_at)| now - created_at < fresh_ms)
+        .map(|(id, _)| id))
+}
+
+/// Whether the principal has a spare session named less than `fresh_ms` ago.
+pub fn has_spare(sql: &SqlStorage, principal: &str, fresh_ms: i64, now: i64) -> Result<bool> {
+    Ok(spare(sql, principal)?.is_some_and(|(_, created_at)| now - created_at < fresh_ms))
+}
+
+/// Records `session_id` as the principal's spare session (replacing an older one).
+pub fn put_spare(sql: &SqlStorage, principal: &str, session_id: &str, now: i64) -> Result<()> {
+    sql.exec(
+        "INSERT OR REPLACE INTO spare_sessions (principal, session_id, created_at) VALUES (?, ?, ?)",
+        vec![principal.into(), session_id.into(), now.into()],
+    )?;
+    Ok(())
+}
+
+/// Forgets the principal's spare session if it is `session_id`.
+pub fn drop_spare(sql: &SqlStorage, principal: &str, session_id: &str) -> Result<()> {
+    sql.exec(
+        "DELETE FROM spare_sessions WHERE principal = ? AND session_id = ?",
+        vec![principal.into(), session_id.into()],
+    )?;
+    Ok(())
+}
+
+fn spare(sql: &SqlStorage, principal: &str) -> Result<Option<(String, i64)>> {
+    #[derive(serde::Deserialize)]
+    struct Row {
+        session_id: String,
+        created_at: i64,
+    }
+    let rows = sql
+        .exec(
+            "SELECT session_id, created_at FROM spare_sessions WHERE principal = ?",
+            vec![principal.into()],
+        )?
+        .to_array::<Row>()?;
+    Ok(rows
+        .into_iter()
+        .next()
+        .map(|r| (r.session_id, r.created_at)))
+}

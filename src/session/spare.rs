@@ -1,0 +1,81 @@
+//! A spare session: prepared ahead for its caller's next new session. The ledger names it when
+//! a coding run starts a new session; once that run has ended, it starts the sandbox and the
+//! agent a run like that one needs, and its agent then waits frozen like a kept one (`keep.rs`). The run that takes the
+//! session over finds both ready; a spare no run took is deleted when its agent stops.
+
+use super::driver::{Driver, Next};
+use super::launch::AgentSetup;
+use super::store::{self, Current, Phase};
+use crate::config;
+use crate::error::{ErrorKind, Result};
+use crate::ledger::api::GetRun;
+use crate::sandbox::api::Delete;
+use crate::time::now_ms;
+use worker::console_warn;
+
+impl Driver<'_> {
+    /// Prepares the spare session, once, after the run it was made for has ended (so the two
+    /// never compete for the host): its sandbox, and its agent started and answering. Returns
+    /// the step's next move, or `None` when there is nothing to prepare.
+    pub(super) async fn prepare_spare(&self) -> Result<Option<Next>> {
+        let Some(mut spare) = store::spare(&self.sql)?.filter(|s| !s.prepared) else {
+            return Ok(None);
+        };
+        let run = self
+            .ledger()?
+            .call(GetRun {
+                run_id: spare.like_run.clone(),
+            })
+            .await?;
+        if !run.status.is_terminal() {
+            return Ok(Some(Next::After(5 * config::poll_interval_ms(self.env))));
+        }
+        // Marked first: a failed preparation is not tried again (the session's first run
+        // starts what is missing), and the sandbox it left is deleted (`retire_spare`).
+        spare.prepared = true;
+        store::save_spare(&self.sql, Some(&spare))?;
+        self.sandbox()?.call(self.ensure_sandbox(&run)?).await?;
+        let now = now_ms();
+        // Not a run's state, and never saved as one (only a run that is preparing is).
+        let mut current = Current::begin(&run.id, now, now);
+        current.phase = Phase::StartingAgent;
+        self.start_agent(&mut current, &run, &AgentSetup::default())
+            .await?;
+        // It waits from now on, like an agent its run let go, unless a run took it meanwhile.
+        let mut meta = store::meta(&self.sql)?;
+        if store::current(&self.sql)?.is_none() {
+            if let Some(kept) = meta
+                .agent
+                .as_mut()
+                .filter(|k| Some(k.process) == current.agent_process)
+            {
+                kept.released_at = Some(now_ms());
+                store::save_meta(&self.sql, &meta)?;
+            }
+        }
+        Ok(Some(Next::Now))
+    }
+
+    /// Deletes a spare session's sandbox once its agent is gone (it waited its time, or never
+    /// started) and no run took the session.
+    pub(super) async fn retire_spare(&self) -> Result<()> {
+        let unused = store::spare(&self.sql)?.is_some_and(|s| s.prepared)
+            && store::meta(&self.sql)?.agent.is_none()
+            && store::current(&self.sql)?.is_none()
+            && store::next_pending(&self.sql)?.is_none();
+        if !unused {
+            return Ok(());
+        }
+        store::save_spare(&self.sql, None)?;
+        match self.sandbox()?.call(Delete {}).await {
+            Err(e) if e.kind != ErrorKind::NotFound => {
+                console_warn!(
+                    "spare session {}: sandbox not deleted: {e}",
+                    self.session_id
+                )
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
