@@ -77,6 +77,8 @@ rpc::ops! {
         get_run: GetRun { run_id: String } => RunRecord;
         /// The work session's run in progress (starting or running); not found when none is.
         session_run: SessionRun { session_id: String } => RunRecord;
+        /// A spare session is prepared: from now on it may be handed out.
+        spare_ready: SpareReady { session_id: String } => Ack;
         /// Newest first, strictly older than `before` (a sequence number).
         list_runs: ListRuns {
             session_id: Option<String>,

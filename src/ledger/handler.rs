@@ -145,6 +145,11 @@ impl LedgerHandler for Call<'_> {
         find_run(&self.sql, &op.run_id)
     }
 
+    async fn spare_ready(&self, op: SpareReady) -> Result<Ack> {
+        store::spare_ready(&self.sql, &op.session_id)?;
+        Ok(Ack {})
+    }
+
     async fn session_run(&self, op: SessionRun) -> Result<RunRecord> {
         store::session_run(&self.sql, &op.session_id)?.ok_or_else(|| {
             Error::not_found(format!("session {} has no run in progress", op.session_id))

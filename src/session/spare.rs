@@ -8,7 +8,7 @@ use super::launch::AgentSetup;
 use super::store::{self, Current, Phase};
 use crate::config;
 use crate::error::{ErrorKind, Result};
-use crate::ledger::api::GetRun;
+use crate::ledger::api::{GetRun, SpareReady};
 use crate::sandbox::api::Delete;
 use crate::time::now_ms;
 use worker::console_warn;
@@ -53,6 +53,12 @@ impl Driver<'_> {
                 store::save_meta(&self.sql, &meta)?;
             }
         }
+        // Only now may the ledger hand it out: a run that took it over earlier would wait
+        // behind this preparation.
+        let ready = SpareReady {
+            session_id: self.session_id.clone(),
+        };
+        self.ledger()?.call(ready).await?;
         Ok(Some(Next::Now))
     }
 

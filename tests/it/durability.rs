@@ -63,6 +63,23 @@ async fn the_watchdog_fails_a_run_that_makes_no_progress() {
     assert!(run["completedAt"].is_string());
 }
 
+/// On this backend a spare session's preparation hangs on its sandbox: a new session must not
+/// be handed that spare, or its run would wait behind the preparation.
+#[tokio::test]
+async fn a_new_session_never_waits_for_a_spare_still_being_prepared() {
+    let mcp = Mcp::connect(&hung().url("")).await;
+    let (first, _) = mcp.start_run("a task that leaves a spare").await;
+    mcp.call_ok("opencode_cancel_run", json!({"runId": first}))
+        .await;
+    // The spare starts its preparation once that run has ended (it looks every 10 s here).
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let (second, _) = mcp.start_run("a task after it").await;
+    let run = mcp
+        .wait_run(&second, Duration::from_secs(10), |r| status(r) != "queued")
+        .await;
+    assert_eq!(status(&run), "starting", "{run:#}");
+}
+
 #[tokio::test]
 async fn cancelling_an_active_run_is_final() {
     let mcp = Mcp::connect(&hung().url("")).await;

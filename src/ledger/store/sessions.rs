@@ -73,30 +73,42 @@ pub fn list_sessions(
 }
 
 /// The principal's spare session, taken for their new session (and so no longer spare) when it
-/// was named less than `fresh_ms` ago; an older one is surely gone, so the new session gets an
-/// id of its own and that one is forgotten. (One that went earlier, unused, only leaves the
-/// session to start its sandbox and agent itself.)
+/// is prepared and was named less than `fresh_ms` ago; an older one is surely gone, so it is
+/// forgotten. One still being prepared stays for a later session: a run that took it over
+/// would wait for the preparation. (One that went unused only leaves its run to start its
+/// sandbox and agent itself.)
 pub fn take_spare(
     sql: &SqlStorage,
     principal: &str,
     fresh_ms: i64,
     now: i64,
 ) -> Result<Option<String>> {
-    let spare = spare(sql, principal)?;
-    if spare.is_some() {
-        sql.exec(
-            "DELETE FROM spare_sessions WHERE principal = ?",
-            vec![principal.into()],
-        )?;
+    let Some((id, created_at, ready)) = spare(sql, principal)? else {
+        return Ok(None);
+    };
+    let fresh = now - created_at < fresh_ms;
+    if fresh && !ready {
+        return Ok(None);
     }
-    Ok(spare
-        .filter(|(_, created_at)| now - created_at < fresh_ms)
-        .map(|(id, _)| id))
+    sql.exec(
+        "DELETE FROM spare_sessions WHERE principal = ?",
+        vec![principal.into()],
+    )?;
+    Ok(fresh.then_some(id))
+}
+
+/// Marks a spare session prepared.
+pub fn spare_ready(sql: &SqlStorage, session_id: &str) -> Result<()> {
+    sql.exec(
+        "UPDATE spare_sessions SET ready = 1 WHERE session_id = ?",
+        vec![session_id.into()],
+    )?;
+    Ok(())
 }
 
 /// Whether the principal has a spare session named less than `fresh_ms` ago.
 pub fn has_spare(sql: &SqlStorage, principal: &str, fresh_ms: i64, now: i64) -> Result<bool> {
-    Ok(spare(sql, principal)?.is_some_and(|(_, created_at)| now - created_at < fresh_ms))
+    Ok(spare(sql, principal)?.is_some_and(|(_, created_at, _)| now - created_at < fresh_ms))
 }
 
 /// Records `session_id` as the principal's spare session (replacing an older one).
@@ -117,20 +129,21 @@ pub fn drop_spare(sql: &SqlStorage, principal: &str, session_id: &str) -> Result
     Ok(())
 }
 
-fn spare(sql: &SqlStorage, principal: &str) -> Result<Option<(String, i64)>> {
+fn spare(sql: &SqlStorage, principal: &str) -> Result<Option<(String, i64, bool)>> {
     #[derive(serde::Deserialize)]
     struct Row {
         session_id: String,
         created_at: i64,
+        ready: i64,
     }
     let rows = sql
         .exec(
-            "SELECT session_id, created_at FROM spare_sessions WHERE principal = ?",
+            "SELECT session_id, created_at, ready FROM spare_sessions WHERE principal = ?",
             vec![principal.into()],
         )?
         .to_array::<Row>()?;
     Ok(rows
         .into_iter()
         .next()
-        .map(|r| (r.session_id, r.created_at)))
+        .map(|r| (r.session_id, r.created_at, r.ready != 0)))
 }
