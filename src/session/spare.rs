@@ -1,7 +1,8 @@
 //! A spare session: prepared ahead for its caller's next new session. The ledger names it when
 //! a coding run starts a new session; once that run has ended, it starts the sandbox and the
-//! agent a run like that one needs, and its agent then waits frozen like a kept one (`keep.rs`). The run that takes the
-//! session over finds both ready; a spare no run took is deleted when its agent stops.
+//! agent a run like that one needs, and its agent then waits frozen like a kept one
+//! (`keep.rs`). The run that takes the session over finds both ready; a spare no run took is
+//! deleted when its agent stops.
 
 use super::driver::{Driver, Next};
 use super::launch::AgentSetup;
