@@ -79,6 +79,8 @@ rpc::ops! {
         session_run: SessionRun { session_id: String } => RunRecord;
         /// A spare session is prepared: from now on it may be handed out.
         spare_ready: SpareReady { session_id: String } => Ack;
+        /// A spare session no run took is deleted (or its preparation failed): it is forgotten.
+        spare_gone: SpareGone { session_id: String } => Ack;
         /// Newest first, strictly older than `before` (a sequence number).
         list_runs: ListRuns {
             session_id: Option<String>,

@@ -150,6 +150,11 @@ impl LedgerHandler for Call<'_> {
         Ok(Ack {})
     }
 
+    async fn spare_gone(&self, op: SpareGone) -> Result<Ack> {
+        store::drop_spare(&self.sql, &op.session_id)?;
+        Ok(Ack {})
+    }
+
     async fn session_run(&self, op: SessionRun) -> Result<RunRecord> {
         store::session_run(&self.sql, &op.session_id)?.ok_or_else(|| {
             Error::not_found(format!("session {} has no run in progress", op.session_id))

@@ -133,7 +133,7 @@ impl RunLedger {
         };
         if let Err(e) = result {
             console_error!("ledger: preparing spare session {session_id}: {e}");
-            let _ = store::drop_spare(sql, principal, &session_id);
+            let _ = store::drop_spare(sql, &session_id);
         }
     }
 

@@ -25,6 +25,9 @@ use worker::{Delay, Env};
 
 /// Where OpenCode keeps its own state, inside the workspace so snapshots carry it.
 const AGENT_STATE: &str = "/home/sandbox/.handoff/opencode";
+/// The folder a spare session's OpenCode serves its warm-up prompt in (`spare.rs`): none of
+/// a run's, and outside the workspace.
+pub(super) const WARM_UP_DIR: &str = "/home/sandbox/.handoff/opencode/warm-up";
 /// How long a started OpenCode may take to answer its health check.
 const AGENT_START_MS: i64 = 60_000;
 

@@ -210,6 +210,12 @@ impl Agent {
         Ok(reply.body)
     }
 
+    pub async fn delete_session(&self, session: &str) -> Result<()> {
+        self.json("DELETE", &format!("/session/{session}"), None)
+            .await
+            .map(|_| ())
+    }
+
     pub async fn abort(&self, session: &str) -> Result<()> {
         self.request("POST", &format!("/session/{session}/abort"), None)
             .await

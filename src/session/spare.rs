@@ -1,18 +1,25 @@
 //! A spare session: prepared ahead for its caller's next new session. The ledger names it when
 //! a coding run starts a new session; once that run has ended, it starts the sandbox and the
-//! agent a run like that one needs, and its agent then waits frozen like a kept one
-//! (`keep.rs`). The run that takes the session over finds both ready; a spare no run took is
-//! deleted when its agent stops.
+//! agent a run like that one needs, has the agent serve one warm-up prompt (refused at the
+//! proxy), and its agent then waits frozen like a kept one (`keep.rs`). The run that takes
+//! the session over finds both ready; a spare no run took is deleted when its agent stops,
+//! and the ledger forgets it.
 
-use super::driver::{Driver, Next};
-use super::launch::AgentSetup;
+use super::driver::{argv, Driver, Next};
+use super::launch::{model_of, AgentSetup, WARM_UP_DIR};
+use super::opencode::Agent;
 use super::store::{self, Current, Phase};
 use crate::config;
 use crate::error::{ErrorKind, Result};
-use crate::ledger::api::{GetRun, SpareReady};
-use crate::sandbox::api::Delete;
+use crate::ledger::api::{GetRun, SpareGone, SpareReady};
+use crate::runs::RunRecord;
+use crate::sandbox::api::{Delete, Exec};
 use crate::time::now_ms;
-use worker::console_warn;
+use std::time::Duration;
+use worker::{console_warn, Delay};
+
+/// How long the warm-up prompt may take to end (its model call is refused at once).
+const WARM_UP_MS: i64 = 15_000;
 
 impl Driver<'_> {
     /// Prepares the spare session, once, after the run it was made for has ended (so the two
@@ -42,6 +49,9 @@ impl Driver<'_> {
         current.phase = Phase::StartingAgent;
         self.start_agent(&mut current, &run, &AgentSetup::default())
             .await?;
+        if let Err(e) = self.warm_up(&run).await {
+            console_warn!("spare session {}: warm-up: {e}", self.session_id);
+        }
         // It waits from now on, like an agent its run let go, unless a run took it meanwhile.
         let mut meta = store::meta(&self.sql)?;
         if store::current(&self.sql)?.is_none() {
@@ -61,6 +71,44 @@ impl Driver<'_> {
         };
         self.ledger()?.call(ready).await?;
         Ok(Some(Next::Now))
+    }
+
+    /// Has the spare's OpenCode serve one prompt, in a folder of its own, so that the run that
+    /// takes the session over does not wait while OpenCode loads what its first prompt needs
+    /// (about 1.8 s of its 4 s to the first model request, measured here). The prompt's model
+    /// call never reaches the model: the proxy refuses the session's token while none of its
+    /// runs is in progress, and no run can take the spare before it is marked ready, after this.
+    async fn warm_up(&self, run: &RunRecord) -> Result<()> {
+        let sandbox = self.sandbox()?;
+        sandbox
+            .call(Exec {
+                request: argv(&["mkdir", "-p", WARM_UP_DIR], None),
+            })
+            .await?;
+        let agent = Agent {
+            sandbox,
+            password: store::meta(&self.sql)?.agent_password.unwrap_or_default(),
+            dir: WARM_UP_DIR.to_string(),
+        };
+        let (provider, model) = model_of(self.env, run)?;
+        let session = agent.create_session("handoff warm-up").await?;
+        agent
+            .prompt(&session, "Reply OK.", &provider, &model, None)
+            .await?;
+        // Its answer ends (refused) once the model call has been made.
+        let deadline = now_ms() + WARM_UP_MS;
+        while now_ms() < deadline {
+            let messages = agent.messages(&session, Some(1)).await?;
+            let answered = messages.last().is_some_and(|m| {
+                m["info"]["role"] == "assistant"
+                    && !(m["info"]["time"]["completed"].is_null() && m["info"]["error"].is_null())
+            });
+            if answered {
+                break;
+            }
+            Delay::from(Duration::from_millis(100)).await;
+        }
+        agent.delete_session(&session).await
     }
 
     /// Deletes a spare session's sandbox once its agent is gone (it waited its time, or never
@@ -83,6 +131,11 @@ impl Driver<'_> {
             }
             _ => {}
         }
+        // The ledger forgets it, so the caller's next coding run names a new spare.
+        let gone = SpareGone {
+            session_id: self.session_id.clone(),
+        };
+        self.ledger()?.call(gone).await?;
         Ok(())
     }
 }

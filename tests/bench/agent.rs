@@ -186,7 +186,7 @@ pub async fn run() {
 /// A new session's run that takes over a spare session (`RUN_SPARE_SESSIONS`), on a stack of
 /// its own so the rounds above compare like with like: a first run makes the spare; once its
 /// agent waits frozen, the next new session's run goes straight to the prompt.
-async fn spare_session() {
+pub async fn spare_session() {
     let stack = RunStack::start(&[
         ("RUN_POLL_INTERVAL_MS", "2000"),
         ("RUN_SPARE_SESSIONS", "1"),

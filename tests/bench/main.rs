@@ -1,4 +1,4 @@
-//! `cargo xtask bench [runs|sandboxes|containers|agent|oauth|workers|load|soak|profile]`: starts fresh local stacks and prints figures — what was
+//! `cargo xtask bench [runs|sandboxes|containers|agent|agent-spare|oauth|workers|load|soak|profile]`: starts fresh local stacks and prints figures — what was
 //! measured and how it compares with the targets. It never fails on a target.
 
 mod agent;
@@ -25,6 +25,8 @@ async fn main() {
         "sandboxes" => sandboxes::run().await,
         "containers" => containers::run().await,
         "agent" => agent::run().await,
+        // Only the agent bench's spare-session step (its own stack, about a minute).
+        "agent-spare" => agent::spare_session().await,
         "oauth" => oauth::run().await,
         "workers" => workers::run().await,
         "load" => load::run().await,
@@ -39,7 +41,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "bench: unknown benchmark {other:?}; use runs, sandboxes, containers, agent, oauth, workers, load, soak, profile or all"
+                "bench: unknown benchmark {other:?}; use runs, sandboxes, containers, agent, agent-spare, oauth, workers, load, soak, profile or all"
             );
             std::process::exit(2);
         }

@@ -1,9 +1,9 @@
 //! Spare sessions: a coding run that starts a new session has the caller's next new session
 //! prepared once it ends (its sandbox and OpenCode started, then frozen), so that session's
 //! first run finds its agent waiting; the spare's agent cannot reach the model before a run
-//! takes it, a spare no run takes is deleted once its agent has waited
-//! `RUN_AGENT_KEEP_SECONDS`, a new session that takes a deleted spare starts afresh, and each
-//! client has its own.
+//! takes it (its warm-up prompt's model call is refused), a spare no run takes is deleted once
+//! its agent has waited `RUN_AGENT_KEEP_SECONDS` and forgotten (the next new session is a new
+//! one), and each client has its own.
 
 use handoff_tests::links::session_proxy_token;
 use handoff_tests::mcp::read;
@@ -17,6 +17,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(240);
 const TASK: &str = "Fix the test. [scenario:fix-add]";
+/// OpenCode's log files in a session's sandbox (its XDG data folder).
+const AGENT_LOGS: &str = "/home/sandbox/.handoff/opencode/data/opencode/log";
 
 async fn start(mcp: &Mcp, arguments: Value) -> (String, String) {
     let out = mcp.call_ok("opencode_run_task", arguments).await;
@@ -137,6 +139,32 @@ async fn a_new_sessions_run_finds_its_agent_waiting_and_an_unused_spare_is_delet
         .collect();
     assert!(!heard.is_empty(), "the model heard the run");
     assert!(heard.iter().all(|r| r.api_key == CANARY_ANTHROPIC_KEY));
+    // Before that run, the spare's OpenCode served a warm-up prompt in a folder of its own,
+    // whose model call the proxy refused: the model heard nothing from the spare. (OpenCode's
+    // log, read now: a frozen OpenCode may not have written it out yet.)
+    let log = mcp
+        .call_ok(
+            "sandbox_exec",
+            json!({"sandboxId": spare.as_str(), "command": format!("cat {AGENT_LOGS}/*.log")}),
+        )
+        .await;
+    let log = log["stdout"].as_str().unwrap_or_default();
+    let warm = log
+        .lines()
+        .filter(|l| l.contains("stream error") && l.contains("no run in progress"))
+        .count();
+    assert!(
+        log.contains("directory=/home/sandbox/.handoff/opencode/warm-up") && warm >= 1,
+        "no refused warm-up prompt in OpenCode's log:\n{log}"
+    );
+    assert!(
+        !stack
+            .llm
+            .all_requests()
+            .iter()
+            .any(|r| r.last_user.contains("Reply OK.")),
+        "the warm-up prompt reached the model"
+    );
 
     // That run made the next spare; no run takes it, so it is deleted once its agent has
     // waited its time. The sessions' own sandboxes stay.
@@ -153,14 +181,20 @@ async fn a_new_sessions_run_finds_its_agent_waiting_and_an_unused_spare_is_delet
     let left = sandboxes(&mcp).await;
     assert!(known.iter().all(|s| left.contains(s)), "{left:?}");
 
-    // The next new session is that deleted spare: its run starts what it needs itself.
+    // The deleted spare is forgotten: the next new session is a new one, and it makes a spare.
     let (third, third_session) = start(&mcp, json!({"task": TASK, "repository": repository})).await;
-    assert_eq!(sandbox_of(&third_session), unused);
+    assert_ne!(
+        sandbox_of(&third_session),
+        unused,
+        "a deleted spare was handed out"
+    );
     let three = mcp.wait_run(&third, RUN_TIMEOUT, terminal).await;
     assert_eq!(status(&three), "completed", "{three:#}");
 
     // Another client's new session does not take this client's spare (each has its own).
-    let spare = ready_spare(&mcp, &[known[0].clone(), known[1].clone(), unused]).await;
+    let mut known = known.to_vec();
+    known.extend([unused, sandbox_of(&third_session)]);
+    let spare = ready_spare(&mcp, &known).await;
     let other = Mcp::connect_as(&stack.url(), OTHER_TOKEN, "2025-11-25").await;
     let (stranger_run, stranger_session) =
         start(&other, json!({"task": "Wait. [scenario:slow]"})).await;

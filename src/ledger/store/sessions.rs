@@ -120,11 +120,12 @@ pub fn put_spare(sql: &SqlStorage, principal: &str, session_id: &str, now: i64) 
     Ok(())
 }
 
-/// Forgets the principal's spare session if it is `session_id`.
-pub fn drop_spare(sql: &SqlStorage, principal: &str, session_id: &str) -> Result<()> {
+/// Forgets the spare session `session_id` (its sandbox is gone, or was never made), so its
+/// principal's next coding run names a new one.
+pub fn drop_spare(sql: &SqlStorage, session_id: &str) -> Result<()> {
     sql.exec(
-        "DELETE FROM spare_sessions WHERE principal = ? AND session_id = ?",
-        vec![principal.into(), session_id.into()],
+        "DELETE FROM spare_sessions WHERE session_id = ?",
+        vec![session_id.into()],
     )?;
     Ok(())
 }
