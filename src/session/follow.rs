@@ -131,21 +131,40 @@ impl Driver<'_> {
         }
     }
 
-    /// Waits for the busy agent's turn to end, watching its events for at most the poll
-    /// interval (and `WATCH_MAX_MS`), so a finished turn is noticed at once instead of at the
-    /// next look. Looks again at once when the turn ended or the interval is over; otherwise
-    /// (the watch failed, the stream ended early, a long interval) once the rest has passed.
+    /// Waits for the busy agent's turn to end, watching its events until the poll interval is
+    /// over (in watches of at most `WATCH_MAX_MS`), so a finished turn is noticed at once
+    /// instead of at the next look. Between two watches it asks whether the agent is still
+    /// busy: a turn that ended just before a watch began sends no event that watch could see.
+    /// Looks again at once when the turn ended or the interval is over; otherwise (a watch
+    /// failed or its stream ended early) once the rest has passed.
     pub(super) async fn until_turn_ends(&self, agent: &Agent, session: &str) -> Next {
-        let interval = config::poll_interval_ms(self.env);
         let started = now_ms();
-        let seen = agent
-            .watch_for_idle(session, interval.min(WATCH_MAX_MS) as u64)
-            .await;
-        let waited = now_ms() - started;
-        match seen {
-            Ok(true) => Next::Now,
-            _ if waited >= interval => Next::Now,
-            _ => Next::After(interval - waited),
+        let interval = config::poll_interval_ms(self.env);
+        let watching_until = started + interval.min(WATCHING_MAX_MS);
+        // The rest of the interval, once no watch is running.
+        let rest = || match started + interval - now_ms() {
+            left if left > 0 => Next::After(left),
+            _ => Next::Now,
+        };
+        loop {
+            let watch_ms = (watching_until - now_ms()).min(WATCH_MAX_MS);
+            if watch_ms <= 0 {
+                return rest();
+            }
+            let watched_from = now_ms();
+            if let Ok(true) = agent.watch_for_idle(session, watch_ms as u64).await {
+                return Next::Now;
+            }
+            // A watch that did not last its time failed: no new one, the rest is waited out.
+            if now_ms() - watched_from < watch_ms - WATCH_SLACK_MS {
+                return rest();
+            }
+            if now_ms() >= watching_until {
+                return rest();
+            }
+            if !matches!(agent.activity(session).await, Ok(Activity::Busy)) {
+                return Next::Now;
+            }
         }
     }
 
@@ -191,9 +210,13 @@ impl Driver<'_> {
 
 /// How often the messages of a busy agent are read.
 const LOOK_EVERY_MS: i64 = 2_000;
-/// The longest one watch for the end of a turn lasts (a session's alarm takes several steps,
-/// and an alarm must end within minutes).
+/// The longest one watch for the end of a turn lasts.
 const WATCH_MAX_MS: i64 = 10_000;
+/// The longest one step watches (a session's alarm takes several steps, and an alarm must end
+/// within minutes): with a longer poll interval, the rest is waited out.
+const WATCHING_MAX_MS: i64 = 60_000;
+/// How much sooner than asked a watch may end and still count as having lasted its time.
+const WATCH_SLACK_MS: i64 = 500;
 /// How soon an idle agent whose turn is not over yet is looked at again.
 const SETTLING_MS: i64 = 500;
 /// How often an unchanged progress report is repeated (it keeps the stall watchdog fed).

@@ -1,7 +1,8 @@
 //! The end of an agent's turn is noticed when it happens, not at the session's next look: with
 //! a poll interval far longer than the runs, a new session's run and a kept agent's follow-up
 //! both end within seconds of the model's last answer (the session watches OpenCode's events
-//! for `session.idle` while the agent is busy).
+//! for `session.idle` while the agent is busy), and so does a turn that lasts longer than one
+//! watch (the session watches again, asking in between whether the turn is still going).
 
 use handoff_tests::runs::{repo_name, status, terminal};
 use handoff_tests::stack::RunStack;
@@ -36,6 +37,15 @@ async fn a_finished_turn_is_noticed_at_once_not_at_the_next_look() {
         json!({"task": "Add follow-up notes. [scenario:followup]", "repository": repository,
             "sessionId": first["sessionId"]}),
         "a follow-up",
+    )
+    .await;
+    // A turn longer than one watch (10 s): the model takes 15 s over its first answer.
+    run_to_its_end(
+        &stack,
+        &mcp,
+        json!({"task": "Run the test. [scenario:page-live]", "repository": repository,
+            "sessionId": first["sessionId"]}),
+        "a turn longer than one watch",
     )
     .await;
 }
