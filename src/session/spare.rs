@@ -21,8 +21,8 @@ use worker::{console_warn, Delay};
 /// How long the warm-up prompt may take to end (its model call is refused at once).
 const WARM_UP_MS: i64 = 15_000;
 /// How long the spare's agent is left running after its warm-up before it waits frozen: with
-/// it, the new session's first model request came after 1.73–2.52 s in three bench runs;
-/// frozen at once, after 2.91–3.32 s.
+/// it, the new session's first model request came after 1.73–2.73 s in five bench runs;
+/// frozen at once, after 2.91–3.32 s in three.
 const WARM_UP_SETTLE_MS: u64 = 3_000;
 
 impl Driver<'_> {
@@ -82,7 +82,7 @@ impl Driver<'_> {
 
     /// Has the spare's OpenCode serve one prompt, in a folder of its own, so that the run that
     /// takes the session over does not wait while OpenCode loads what its first prompt needs
-    /// (about 1.8 s of its 4 s to the first model request, measured here). The prompt's model
+    /// (1.4–1.8 s of a bare OpenCode's first prompt here). The prompt's model
     /// call never reaches the model: the proxy refuses the session's token while none of its
     /// runs is in progress, and no run can take the spare before it is marked ready, after this.
     async fn warm_up(&self, run: &RunRecord) -> Result<()> {
