@@ -156,10 +156,8 @@ impl Driver<'_> {
                 return Next::Now;
             }
             // A watch that did not last its time failed: no new one, the rest is waited out.
-            if now_ms() - watched_from < watch_ms - WATCH_SLACK_MS {
-                return rest();
-            }
-            if now_ms() >= watching_until {
+            let failed = now_ms() - watched_from < watch_ms - WATCH_SLACK_MS;
+            if failed || now_ms() >= watching_until {
                 return rest();
             }
             if !matches!(agent.activity(session).await, Ok(Activity::Busy)) {

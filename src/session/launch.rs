@@ -25,9 +25,6 @@ use worker::{Delay, Env};
 
 /// Where OpenCode keeps its own state, inside the workspace so snapshots carry it.
 const AGENT_STATE: &str = "/home/sandbox/.handoff/opencode";
-/// The folder a spare session's OpenCode serves its warm-up prompt in (`spare.rs`): none of
-/// a run's, and outside the workspace.
-pub(super) const WARM_UP_DIR: &str = "/home/sandbox/.handoff/opencode/warm-up";
 /// How long a started OpenCode may take to answer its health check.
 const AGENT_START_MS: i64 = 60_000;
 
@@ -300,6 +297,12 @@ impl Driver<'_> {
 
 /// The variable OpenCode reads its configuration from.
 const CONFIG_VAR: &str = "OPENCODE_CONFIG_CONTENT";
+
+/// The folder a spare session's OpenCode serves its warm-up prompt in (`spare.rs`): none of a
+/// run's, and outside the workspace.
+pub(super) fn warm_up_dir() -> String {
+    format!("{AGENT_STATE}/warm-up")
+}
 
 /// OpenCode's home and XDG folders, in [`AGENT_STATE`].
 fn agent_dirs() -> Vec<String> {

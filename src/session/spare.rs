@@ -6,7 +6,7 @@
 //! and the ledger forgets it.
 
 use super::driver::{argv, Driver, Next};
-use super::launch::{model_of, AgentSetup, WARM_UP_DIR};
+use super::launch::{model_of, warm_up_dir, AgentSetup};
 use super::opencode::Agent;
 use super::store::{self, Current, Phase};
 use crate::config;
@@ -87,15 +87,16 @@ impl Driver<'_> {
     /// runs is in progress, and no run can take the spare before it is marked ready, after this.
     async fn warm_up(&self, run: &RunRecord) -> Result<()> {
         let sandbox = self.sandbox()?;
+        let dir = warm_up_dir();
         sandbox
             .call(Exec {
-                request: argv(&["mkdir", "-p", WARM_UP_DIR], None),
+                request: argv(&["mkdir", "-p", &dir], None),
             })
             .await?;
         let agent = Agent {
             sandbox,
             password: store::meta(&self.sql)?.agent_password.unwrap_or_default(),
-            dir: WARM_UP_DIR.to_string(),
+            dir,
         };
         let (provider, model) = model_of(self.env, run)?;
         let session = agent.create_session("handoff warm-up").await?;
@@ -142,7 +143,10 @@ impl Driver<'_> {
         let gone = SpareGone {
             session_id: self.session_id.clone(),
         };
-        self.ledger()?.call(gone).await?;
+        // Best effort: a row the ledger keeps ages out after `spare_lifetime_ms`.
+        if let Err(e) = self.ledger()?.call(gone).await {
+            console_warn!("spare session {}: not forgotten: {e}", self.session_id);
+        }
         Ok(())
     }
 }
