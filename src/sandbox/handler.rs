@@ -264,18 +264,22 @@ impl SandboxHandler for SandboxObject {
     }
 
     async fn kill(&self, op: Kill) -> Result<handoff_wire::ProcessInfo> {
+        self.process_kept(op.id)?;
         on_daemon!(self, |d| d.kill_process(op.id))
     }
 
     async fn freeze(&self, op: Freeze) -> Result<handoff_wire::ProcessInfo> {
+        self.process_kept(op.id)?;
         on_daemon!(self, |d| d.freeze_process(op.id, op.frozen))
     }
 
     async fn process(&self, op: Process) -> Result<handoff_wire::ProcessInfo> {
+        self.process_kept(op.id)?;
         on_daemon!(self, |d| d.process(op.id))
     }
 
     async fn logs(&self, op: Logs) -> Result<handoff_wire::ProcessLogs> {
+        self.process_kept(op.id)?;
         on_daemon!(self, |d| d.process_logs(op.id))
     }
 
@@ -285,5 +289,21 @@ impl SandboxHandler for SandboxObject {
 
     async fn call_port(&self, op: CallPort) -> Result<PortReply> {
         on_daemon!(self, |d| d.port_request(&op.request))
+    }
+}
+
+impl SandboxObject {
+    /// A process op on a paused sandbox: pausing stopped every process, so the answer is "not
+    /// found" without waking the sandbox (a container started and its snapshot restored only
+    /// to learn that), as the daemon of a running one answers for a process it lost.
+    fn process_kept(&self, id: u64) -> Result<()> {
+        let record = self.record()?;
+        if record.status == Status::Paused {
+            return Err(Error::not_found(format!(
+                "process {id} is gone: sandbox {} is paused, and pausing stopped its processes",
+                record.id
+            )));
+        }
+        Ok(())
     }
 }

@@ -4,7 +4,7 @@
 //! while a command it was running fails promptly instead of hanging; a sandbox whose container
 //! is gone pauses with the snapshot it had.
 
-use crate::{create, exec, mcp, stdout};
+use crate::{create, exec, exec_after_loss, mcp, stdout};
 use handoff_tests::containers::{container_of, wait_gone};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -54,7 +54,7 @@ async fn a_lost_container_is_replaced_with_the_last_snapshot() {
     let lost = container_of(&id);
     lost.kill();
     let started = Instant::now();
-    let out = exec(&mcp, &id, "cat a.txt; ls").await;
+    let out = exec_after_loss(&mcp, &id, "cat a.txt; ls").await;
     assert!(
         started.elapsed() < Duration::from_secs(60),
         "replaced in {:?}",
@@ -130,6 +130,6 @@ async fn a_sandbox_whose_container_is_gone_pauses_with_its_last_snapshot() {
     );
     mcp.call_ok("sandbox_resume", json!({"sandboxId": id}))
         .await;
-    let out = exec(&mcp, &id, "cat a.txt; ls").await;
+    let out = exec_after_loss(&mcp, &id, "cat a.txt; ls").await;
     assert_eq!(stdout(&out), "first\na.txt\n", "{out}");
 }

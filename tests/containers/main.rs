@@ -55,6 +55,23 @@ pub async fn exec(mcp: &Mcp, id: &str, command: &str) -> Value {
         .await
 }
 
+/// `sandbox_exec` right after the test killed the sandbox's container, as a client runs it: a
+/// command that reached the dead container before workerd saw it die fails with a temporary
+/// error (its text says to retry), and is run once more — anything else must succeed at once.
+/// The retry must be answered from a new container holding the last snapshot.
+pub async fn exec_after_loss(mcp: &Mcp, id: &str, command: &str) -> Value {
+    let args = json!({"sandboxId": id, "command": command});
+    let first = mcp.call("sandbox_exec", args.clone()).await;
+    let result = &first["result"];
+    if result["isError"] != json!(true) {
+        return result["structuredContent"].clone();
+    }
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("retry"), "not a temporary error: {first}");
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    mcp.call_ok("sandbox_exec", args).await
+}
+
 pub fn stdout(out: &Value) -> String {
     out["stdout"].as_str().unwrap_or_default().to_string()
 }

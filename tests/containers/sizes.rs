@@ -5,7 +5,7 @@
 //! snapshot, the container gone when the sandbox is deleted. (workerd runs every class on the
 //! local engine alike: the instance type itself applies on Cloudflare only.)
 
-use crate::{exec, mcp, stdout};
+use crate::{exec, exec_after_loss, mcp, stdout};
 use handoff_tests::containers::{container_of, containers_of, wait_gone};
 use serde_json::json;
 use std::time::Duration;
@@ -80,7 +80,7 @@ async fn a_hosted_sandbox_pauses_resumes_recovers_and_goes_away() {
     // Its container dies: the next command gets a new one, with the last snapshot.
     exec(&mcp, &id, "echo after-the-snapshot > b.txt").await;
     second.kill();
-    let out = exec(&mcp, &id, "cat a.txt; ls").await;
+    let out = exec_after_loss(&mcp, &id, "cat a.txt; ls").await;
     assert_eq!(stdout(&out), "kept\na.txt\n", "{out}");
     let third = container_of(&id);
     assert_ne!(third.id, second.id);

@@ -143,6 +143,33 @@ async fn a_command_task_keeps_its_time_limit_and_cancelling_kills_it() {
         .await;
 }
 
+#[tokio::test]
+async fn a_command_task_whose_sandbox_paused_ends_without_waking_it() {
+    let mcp = Mcp::connect(&with_sandboxes().1.url("")).await;
+    let id = sandbox(&mcp).await;
+    let task = exec_task(&mcp, json!({"sandboxId": id, "command": "sleep 300"})).await;
+    let task_id = task["taskId"].as_str().unwrap();
+    let paused = mcp.call_ok("sandbox_pause", json!({"sandboxId": id})).await;
+    assert_eq!(paused["status"], "paused", "{paused:#}");
+
+    // Pausing stopped the command: the task ends as lost, and finding that out does not
+    // start the sandbox again (a container and a snapshot restore, in production).
+    let got = mcp.request("tasks/get", json!({"taskId": task_id})).await;
+    assert_eq!(got["result"]["status"], "failed", "{got}");
+    let said = got["result"]["statusMessage"].to_string();
+    assert!(said.contains("paused"), "{got}");
+    let info = mcp.call_ok("sandbox_info", json!({"sandboxId": id})).await;
+    assert_eq!(info["status"], "paused", "still paused: {info:#}");
+    let result = mcp
+        .request("tasks/result", json!({"taskId": task_id}))
+        .await;
+    assert_eq!(result["result"]["isError"], true, "{result}");
+    let info = mcp.call_ok("sandbox_info", json!({"sandboxId": id})).await;
+    assert_eq!(info["status"], "paused", "still paused: {info:#}");
+    mcp.call_ok("sandbox_delete", json!({"sandboxId": id}))
+        .await;
+}
+
 /// A modern `tools/call` of `sandbox_exec` from a client that declares the tasks extension.
 async fn modern_exec(base: &str, arguments: Value) -> RawResponse {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
