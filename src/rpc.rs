@@ -32,6 +32,9 @@ pub struct Page<T> {
     pub next: Option<i64>,
 }
 
+/// A reply already encoded as JSON, as an object's `dispatch` returns it.
+pub struct Encoded(pub String);
+
 /// Splits `limit + 1` rows into a page and the cursor of the next page.
 pub fn paginate<T>(mut rows: Vec<(i64, T)>, limit: u32) -> (Vec<T>, Option<i64>) {
     let more = rows.len() > limit as usize;
@@ -115,14 +118,15 @@ macro_rules! ops {
         }
 
         impl $request {
-            /// Runs the handler's method for this op and encodes its reply.
+            /// Runs the handler's method for this op and encodes its reply (straight to text:
+            /// no `Value` tree in between).
             $vis async fn dispatch(
                 self,
                 handler: &impl $handler,
-            ) -> $crate::error::Result<serde_json::Value> {
-                Ok(match self {
-                    $($request::$op(op) => serde_json::to_value($handler::$method(handler, op).await?)?,)*
-                })
+            ) -> $crate::error::Result<$crate::rpc::Encoded> {
+                Ok($crate::rpc::Encoded(match self {
+                    $($request::$op(op) => serde_json::to_string(&$handler::$method(handler, op).await?)?,)*
+                }))
             }
         }
     };
@@ -192,12 +196,11 @@ where
 }
 
 /// Answers a request a Durable Object received: reads the op, runs `handler`, replies.
-pub async fn serve<Op, T, F, Fut>(req: Request, handler: F) -> worker::Result<Response>
+pub async fn serve<Op, F, Fut>(req: Request, handler: F) -> worker::Result<Response>
 where
     Op: DeserializeOwned,
-    T: Serialize,
     F: FnOnce(Op) -> Fut,
-    Fut: std::future::Future<Output = Result<T>>,
+    Fut: std::future::Future<Output = Result<Encoded>>,
 {
     reply(handle::<Op, _, _, _>(req, handler).await)
 }
@@ -224,9 +227,9 @@ async fn read_text(mut req: Request) -> Result<String> {
 }
 
 /// Turns a handler's result into the response `call` decodes.
-fn reply<T: Serialize>(result: Result<T>) -> worker::Result<Response> {
+fn reply(result: Result<Encoded>) -> worker::Result<Response> {
     match result {
-        Ok(value) => Response::from_json(&value),
+        Ok(Encoded(text)) => Response::ok(text),
         Err(error) => Ok(Response::from_json(&error)?.with_status(error.http_status())),
     }
 }

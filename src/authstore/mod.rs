@@ -13,7 +13,7 @@ use crate::rpc;
 use crate::time::now_ms;
 use api::Envelope;
 use grants::Lifetimes;
-use serde_json::Value;
+use rpc::Encoded;
 use std::cell::Cell;
 use worker::{console_error, durable_object, DurableObject, Env, Request, Response, State};
 
@@ -58,7 +58,7 @@ impl DurableObject for AuthStoreObject {
 }
 
 impl AuthStoreObject {
-    async fn handle(&self, envelope: Envelope) -> Result<Value> {
+    async fn handle(&self, envelope: Envelope) -> Result<Encoded> {
         let sql = self.state.storage().sql();
         let now = now_ms();
         for hit in &envelope.limits {

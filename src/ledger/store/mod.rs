@@ -16,6 +16,7 @@ use serde::Deserialize;
 use worker::{SqlStorage, SqlStorageValue as V};
 
 mod callbacks;
+mod json_rows;
 mod mcp_sessions;
 mod sandboxes;
 mod sessions;
@@ -311,11 +312,12 @@ pub(super) fn runs_where(
     clause: &str,
     bindings: Vec<V>,
 ) -> Result<Vec<(i64, RunRecord)>> {
-    let query = format!("SELECT {RUN_COLUMNS} FROM runs {clause}");
+    let object = json_rows::run_object(RUN_COLUMNS);
+    let query = format!("SELECT {object} AS run FROM runs {clause}");
     sql.exec(&query, bindings)?
-        .to_array::<RunRow>()?
+        .to_array::<json_rows::JsonRun>()?
         .into_iter()
-        .map(RunRow::into_record)
+        .map(|row| row.decode()?.into_record())
         .collect()
 }
 
@@ -323,22 +325,24 @@ pub(super) fn runs_where(
 /// `opencode_get_result`: each query is a round trip between the object's code and SQLite).
 pub fn get_run(sql: &SqlStorage, run_id: &str) -> Result<Option<RunRecord>> {
     let query = format!(
-        "SELECT {RUN_COLUMNS}, \
+        "SELECT {} AS run, \
          (SELECT json_group_array(json_array(status, at)) FROM \
            (SELECT status, at FROM run_transitions WHERE run_id = runs.id ORDER BY seq)) \
            AS transitions_json, \
          (SELECT json_group_array(json_array(phase, at)) FROM \
            (SELECT phase, at FROM run_phases WHERE run_id = runs.id ORDER BY seq)) \
            AS phases_json \
-         FROM runs WHERE id = ?"
+         FROM runs WHERE id = ?",
+        json_rows::run_object(RUN_COLUMNS)
     );
-    let Some(mut row) = sql
+    let Some(row) = sql
         .exec(&query, vec![run_id.into()])?
-        .to_array::<RunRow>()?
+        .to_array::<json_rows::JsonRun>()?
         .pop()
     else {
         return Ok(None);
     };
+    let mut row = row.decode()?;
     let marks = |json: Option<String>| -> Result<Vec<(String, i64)>> {
         serde_json::from_str(json.as_deref().unwrap_or("[]"))
             .map_err(|e| Error::internal(format!("run {run_id}: stored marks: {e}")))
