@@ -266,20 +266,22 @@ impl Driver<'_> {
             Some(id) if agent.session_exists(id).await? => Some(id.clone()),
             _ => None,
         };
-        let session = match existing {
-            Some(id) => id,
+        let (session, created) = match existing {
+            Some(id) => (id, false),
             None => {
                 let id = agent.create_session(&run.title).await?;
                 meta.agent_sessions.insert(current.dir.clone(), id.clone());
                 store::save_meta(&self.sql, &meta)?;
-                id
+                (id, true)
             }
         };
         current.agent_session = Some(session.clone());
         self.save(current)?;
-        // A restart between sending and recording must not send the task twice.
-        let already =
-            turn::read_turn(&agent.messages(&session, Some(10)).await?, &current.marker).prompted;
+        // A restart between sending and recording must not send the task twice (a session
+        // created just now has no messages: one round trip to the agent saved).
+        let already = !created
+            && turn::read_turn(&agent.messages(&session, Some(10)).await?, &current.marker)
+                .prompted;
         if !already {
             let (provider, model) = model_of(self.env, run)?;
             let text = match text {
