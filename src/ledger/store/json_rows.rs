@@ -2,7 +2,7 @@
 //! across the boundary per row and parses it, instead of one crossing per column (a run has
 //! 29). Hot: `opencode_get_result` and `opencode_list_runs` read runs this way.
 
-use super::RunRow;
+use super::{RunRow, RUN_COLUMNS};
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use std::sync::OnceLock;
@@ -32,9 +32,9 @@ pub(super) fn object_of(columns: &str) -> String {
 }
 
 /// [`object_of`] for the run columns, built once.
-pub(super) fn run_object(columns: &str) -> &'static str {
+pub(super) fn run_object() -> &'static str {
     static RUN: OnceLock<String> = OnceLock::new();
-    RUN.get_or_init(|| object_of(columns))
+    RUN.get_or_init(|| object_of(RUN_COLUMNS))
 }
 
 /// A run row as one JSON object (`json_rows`), with `get_run`'s marks beside it.

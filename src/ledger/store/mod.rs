@@ -312,7 +312,7 @@ pub(super) fn runs_where(
     clause: &str,
     bindings: Vec<V>,
 ) -> Result<Vec<(i64, RunRecord)>> {
-    let object = json_rows::run_object(RUN_COLUMNS);
+    let object = json_rows::run_object();
     let query = format!("SELECT {object} AS run FROM runs {clause}");
     sql.exec(&query, bindings)?
         .to_array::<json_rows::JsonRun>()?
@@ -333,7 +333,7 @@ pub fn get_run(sql: &SqlStorage, run_id: &str) -> Result<Option<RunRecord>> {
            (SELECT phase, at FROM run_phases WHERE run_id = runs.id ORDER BY seq)) \
            AS phases_json \
          FROM runs WHERE id = ?",
-        json_rows::run_object(RUN_COLUMNS)
+        json_rows::run_object()
     );
     let Some(row) = sql
         .exec(&query, vec![run_id.into()])?
