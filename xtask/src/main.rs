@@ -7,6 +7,7 @@ mod proc;
 mod python;
 mod screenshot;
 mod setup;
+mod shim;
 mod test;
 mod tidy;
 mod worker;

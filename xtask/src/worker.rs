@@ -3,7 +3,7 @@
 //! Skipped when the bundle is newer than every source file.
 
 use crate::setup::Tools;
-use crate::{proc, root, Result};
+use crate::{proc, root, shim, Result};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -22,6 +22,8 @@ pub fn build(tools: &Tools) -> Result {
     let mut cmd = tools.command(tools.cargo_bin.join("worker-build"));
     cmd.arg("--release")
         .current_dir(&root)
+        // Unminified, so `shim::finish` can find worker-build's names; it minifies after.
+        .env("NO_MINIFY", "1")
         .env("WASM_BINDGEN_BIN", tools.cargo_bin.join("wasm-bindgen"))
         .env(
             "ESBUILD_BIN",
@@ -38,6 +40,7 @@ pub fn build(tools: &Tools) -> Result {
             bundle_entry().display()
         ));
     }
+    shim::finish(tools, &root.join("build/index.js"))?;
     strip_names(tools, &root.join("build/index_bg.wasm"))
 }
 
@@ -123,7 +126,12 @@ fn is_fresh() -> bool {
         return false;
     };
     let root = root();
-    let inputs = [root.join("Cargo.toml"), root.join("Cargo.lock")];
+    let inputs = [
+        root.join("Cargo.toml"),
+        root.join("Cargo.lock"),
+        root.join("xtask/src/shim.rs"),
+        root.join("xtask/src/recovery.js"),
+    ];
     let newest_input = inputs
         .iter()
         .filter_map(|p| mtime(p))
