@@ -29,8 +29,10 @@ use crate::tools::{Ctx, StatusLine};
 use failure::Failure;
 use jsonrpc::Message;
 use serde_json::Value;
+use task_view::Era;
 use transport::{
-    accepts, error_response, header, respond, response_mode, unauthorized, with_cors, Mode,
+    accepts, error_response, header, respond, respond_encoded, response_mode, unauthorized,
+    with_cors, Mode,
 };
 use worker::{Env, Headers, Method, Request, Response};
 
@@ -179,6 +181,12 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
             });
         }
     };
+    if method == "tools/list" {
+        return match server::tools_list(&ledger, &id, Era::Legacy).await {
+            Ok(encoded) => respond_encoded(mode, &encoded),
+            Err(failure) => finish(mode, Err(failure)),
+        };
+    }
     let task_ttl_ms = match legacy_task_ttl(&version, &method, params.as_ref()) {
         Ok(ttl) => ttl,
         Err(message) => {
@@ -294,6 +302,14 @@ async fn post_modern(
         };
         return stream::open(env, principal, base_url, ledger, watch, None, first).await;
     }
+    if method == "tools/list" {
+        return match server::tools_list(&ledger, &id, Era::Modern).await {
+            Ok(encoded) => respond_encoded(mode, &encoded),
+            Err(Failure::Rpc(e) | Failure::SessionGone(e)) => {
+                Ok(error_response(modern::status_of(&e), &e))
+            }
+        };
+    }
     let progress = progress_of(&method, params.as_ref(), accepts_sse);
     let status = progress.as_ref().map(|(_, status)| status.clone());
     let declared = tasks::declared(params.as_ref());
@@ -312,8 +328,7 @@ async fn post_modern(
         };
         let outcome = match method.as_str() {
             "server/discover" => Ok(jsonrpc::result(&id, modern::discover())),
-            "tools/list"
-            | "tools/call"
+            "tools/call"
             | "resources/list"
             | "resources/templates/list"
             | "resources/read"

@@ -44,17 +44,24 @@ pub fn accepts(accept: Option<&str>, media_type: &str) -> bool {
 }
 
 pub fn respond(mode: Mode, value: &Value) -> Result<Response> {
-    Ok(match mode {
-        Mode::Json => http::json(200, value),
-        Mode::Sse => {
-            let mut response = Response::from_bytes(http::sse_event(value))?;
-            response
-                .headers_mut()
-                .set("content-type", "text/event-stream")?;
-            response.headers_mut().set("cache-control", "no-cache")?;
-            response
-        }
-    })
+    match mode {
+        Mode::Json => Ok(http::json(200, value)),
+        Mode::Sse => respond_encoded(mode, &value.to_string()),
+    }
+}
+
+/// [`respond`] for a message already encoded as JSON.
+pub fn respond_encoded(mode: Mode, message: &str) -> Result<Response> {
+    let (body, content_type) = match mode {
+        Mode::Json => (message.as_bytes().to_vec(), "application/json"),
+        Mode::Sse => (http::sse_event(&message), "text/event-stream"),
+    };
+    let mut response = Response::from_bytes(body)?;
+    response.headers_mut().set("content-type", content_type)?;
+    if mode == Mode::Sse {
+        response.headers_mut().set("cache-control", "no-cache")?;
+    }
+    Ok(response)
 }
 
 pub fn error_response(status: u16, error: &RpcError) -> Response {

@@ -8,12 +8,10 @@
 
 use serde_json::Value;
 
-/// The `tools/list` result, read once per isolate.
+/// The `tools/list` result (`mcp::server::tools_list` keeps it encoded, once per isolate and era,
+/// so it is not kept decoded as well).
 pub fn list() -> Value {
-    thread_local! {
-        static LIST: Value = load();
-    }
-    LIST.with(Value::clone)
+    load()
 }
 
 #[cfg(target_arch = "wasm32")]

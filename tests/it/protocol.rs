@@ -150,7 +150,19 @@ async fn sessions_are_required_checked_and_ended_by_delete() {
         .post(&json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"secret_list","arguments":{}}}).to_string(), &[])
         .await;
     assert_eq!(before.status, 200, "{}", before.body);
+    // `tools/list` is answered from a cache of its encoded result: the request's own id goes in.
+    let list = json!({"jsonrpc":"2.0","id":"list-1","method":"tools/list"}).to_string();
+    let listed = mcp.post(&list, &[]).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(listed.json()["id"], "list-1");
+    assert!(listed.json()["result"]["tools"].as_array().unwrap().len() > 40);
     assert_eq!(delete(mcp.session.clone()).await.status, 204);
+    let list_after = mcp.post(&list, &[]).await;
+    assert_eq!(
+        list_after.status, 404,
+        "tools/list in ended session: {}",
+        list_after.body
+    );
     let after = mcp.post(&ping, &[]).await;
     assert_eq!(after.status, 404, "ended session: {}", after.body);
     let tool_after = mcp

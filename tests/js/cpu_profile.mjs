@@ -127,9 +127,9 @@ console.log(`profiled ${(total / 1000).toFixed(0)} ms, of which busy ${(busy / 1
 console.log(`-- self time --\n${top(self, 40)}`);
 console.log(`-- inclusive time --\n${top(inclusive, 50)}`);
 // Busy time by layer. In the bundle, wasm-bindgen's glue comes first, then worker-build's shim
-// (from `Error.stackTraceLimit`: the entry class and the proxies that reset the wasm after a
-// panic), then wrangler dev's middleware (not deployed).
-const shimStart = bundle.findIndex((line) => line.startsWith("Error.stackTraceLimit"));
+// (from `Error.stackTraceLimit`: the entry class and, from xtask/src/recovery.js, the wrapping
+// that resets the wasm after a trap), then wrangler dev's middleware (not deployed).
+const shimStart = bundle.findIndex((line) => line.includes("Error.stackTraceLimit"));
 const middlewareStart = bundle.findIndex((line) => line.includes("wrangler/templates/middleware"));
 const layers = new Map();
 for (const [id, micros] of spent) {
@@ -140,7 +140,7 @@ for (const [id, micros] of spent) {
   else if (/^(js-to-wasm|wasm-to-js)/.test(name)) layer = "calls between JavaScript and wasm";
   else if (url.startsWith("wasm://")) layer = "handoff's Rust (wasm)";
   else if (url && middlewareStart >= 0 && line >= middlewareStart) layer = "wrangler dev's middleware (not deployed)";
-  else if (url && shimStart >= 0 && line >= shimStart) layer = "worker-build's shim";
+  else if (url && shimStart >= 0 && line >= shimStart) layer = "the entry and its trap recovery (worker-build's shim, recovery.js)";
   else if (url) layer = "wasm-bindgen's glue";
   layers.set(layer, (layers.get(layer) ?? 0) + micros);
 }
