@@ -5,7 +5,7 @@
 use super::driver::Driver;
 use super::store::{self, Current, KeptAgent};
 use crate::config;
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 use crate::sandbox::api::{Freeze, Info, Kill, Process, SandboxClient};
 use crate::sandboxes::Status;
 use crate::time::now_ms;
@@ -95,7 +95,8 @@ pub(super) async fn still_running(sandbox: &SandboxClient, kept: &KeptAgent) -> 
 }
 
 /// Thaws the kept agent: whether it is still the process that was started, or `None` when the
-/// sandbox did not answer (the agent may still be frozen then).
+/// sandbox did not answer (the agent may still be frozen then). A process the sandbox does not
+/// know (ended, lost, or stopped by a pause) is not running: no need to ask again.
 pub(super) async fn thaw(sandbox: &SandboxClient, kept: &KeptAgent) -> Option<bool> {
     let thaw = Freeze {
         id: kept.process,
@@ -103,6 +104,7 @@ pub(super) async fn thaw(sandbox: &SandboxClient, kept: &KeptAgent) -> Option<bo
     };
     match sandbox.call(thaw).await {
         Ok(p) => Some(p.running && !p.frozen && p.started_at == kept.started_at),
+        Err(e) if e.kind == ErrorKind::NotFound => Some(false),
         Err(_) => None,
     }
 }
