@@ -2,7 +2,7 @@
 //! database, the time the request arrived and the MCP session it was checked against.
 
 use super::api::*;
-use super::{check_mcp_session, find_run, request_hash, store, RunLedger};
+use super::{find_run, request_hash, store, RunLedger};
 use crate::error::{Error, Result};
 use crate::ids;
 use crate::rpc::Ack;
@@ -27,7 +27,10 @@ impl<'a> Call<'a> {
         let sql = ledger.sql();
         let now = now_ms();
         if let Some(session) = &mcp_session {
-            if check_mcp_session(&ledger.env, &sql, session, now)? {
+            if ledger
+                .live_sessions
+                .check(&ledger.env, &sql, session, now)?
+            {
                 // Recorded just now: the housekeeping alarm purges it like any other.
                 ledger.reschedule().await?;
             }
@@ -66,6 +69,7 @@ impl LedgerHandler for Call<'_> {
             .as_ref()
             .ok_or_else(|| Error::invalid("no MCP session to close"))?;
         store::end_mcp_session(&self.sql, &session.id, self.now)?;
+        self.ledger.live_sessions.forget(&session.id);
         Ok(Ack {})
     }
 

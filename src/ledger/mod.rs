@@ -5,16 +5,17 @@
 pub mod api;
 mod callbacks;
 mod handler;
+mod live_sessions;
 mod store;
 
 use crate::config;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::mcp_session_ids;
 use crate::rpc;
 use crate::runs::{RunError, RunErrorCode, RunRecord, RunSpec, RunStatus};
 use crate::session::api as session;
 use crate::time::{alarm_offset, now_ms, rfc3339};
-use api::{Envelope, McpSessionRef};
+use api::Envelope;
 use std::cell::Cell;
 use worker::{
     console_error, durable_object, DurableObject, Env, Request, Response, SqlStorage, State,
@@ -42,6 +43,8 @@ pub struct RunLedger {
     env: Env,
     /// The alarm time this instance last read or set; `None` when unknown.
     alarm_at: Cell<Option<i64>>,
+    /// The MCP sessions this instance found live (the rows' mirror, see `live_sessions`).
+    live_sessions: live_sessions::LiveSessions,
 }
 
 impl DurableObject for RunLedger {
@@ -53,6 +56,7 @@ impl DurableObject for RunLedger {
             state,
             env,
             alarm_at: Cell::new(None),
+            live_sessions: live_sessions::LiveSessions::default(),
         }
     }
 
@@ -196,6 +200,7 @@ impl RunLedger {
             now - MCP_SESSION_IDLE_MS,
             now - MCP_SESSION_ENDED_KEEP_MS,
         )?;
+        self.live_sessions.prune(now);
         store::purge_tasks(&sql, now)?;
         store::purge_subscriptions(&sql)?;
         self.deliver_callbacks().await?;
@@ -227,63 +232,6 @@ impl RunLedger {
 
 fn find_run(sql: &SqlStorage, run_id: &str) -> Result<RunRecord> {
     store::get_run(sql, run_id)?.ok_or_else(|| Error::not_found(format!("run {run_id} not found")))
-}
-
-/// Checks the envelope's MCP session: live and the caller's. A signed id (`mcp_session_ids`)
-/// the ledger has no row for yet is recorded now, at its first request, when it was issued to
-/// this caller within its window; returns whether it was.
-fn check_mcp_session(
-    env: &Env,
-    sql: &SqlStorage,
-    session: &McpSessionRef,
-    now: i64,
-) -> Result<bool> {
-    let Some(row) = store::get_mcp_session(sql, &session.id)? else {
-        return open_signed_session(env, sql, session, now).map(|()| true);
-    };
-    if row.ended
-        || row.principal != session.principal
-        || now - row.last_seen_at >= MCP_SESSION_IDLE_MS
-    {
-        return Err(session_gone());
-    }
-    if now - row.last_seen_at > MCP_SESSION_TOUCH_MS {
-        store::touch_mcp_session(sql, &session.id, now)?;
-    }
-    Ok(false)
-}
-
-/// Records a signed session at its first request (the signing key is read only then, so the
-/// calls of a recorded session never cross to JavaScript for it).
-fn open_signed_session(
-    env: &Env,
-    sql: &SqlStorage,
-    session: &McpSessionRef,
-    now: i64,
-) -> Result<()> {
-    let key = config::signing_key(env);
-    let signed = mcp_session_ids::parse(&session.id)
-        .filter(|signed| {
-            key.as_deref()
-                .is_some_and(|key| signed.is_for(key, &session.principal))
-                && signed.may_open_at(now)
-        })
-        .ok_or_else(session_gone)?;
-    store::open_mcp_session(
-        sql,
-        &session.id,
-        &session.principal,
-        signed.version,
-        None,
-        now,
-    )
-}
-
-fn session_gone() -> Error {
-    Error::new(
-        ErrorKind::McpSessionGone,
-        "MCP session not found, expired or ended: send initialize to start a new one",
-    )
 }
 
 /// A fingerprint of what a run was asked to do, to tell a retried call from a different request
