@@ -141,8 +141,63 @@ pub fn internal_error(error: &Error) -> Response {
 /// on. Links, the OAuth issuer and the MCP resource URL are built on it.
 pub fn base_url(env: &Env, req: &Request) -> String {
     config::public_url(env).unwrap_or_else(|| {
-        req.url()
-            .map(|u| u.origin().ascii_serialization())
-            .unwrap_or_default()
+        let url = req.inner().url();
+        match serialized_origin(&url) {
+            Some(origin) => origin.to_string(),
+            None => worker::Url::parse(&url)
+                .map(|u| u.origin().ascii_serialization())
+                .unwrap_or_default(),
+        }
     })
+}
+
+/// The origin of a URL as the runtime serializes a request's (WHATWG: scheme and host already
+/// lower case, default port dropped, a path always present), cut from the text instead of
+/// parsing it again; `None` for anything else (userinfo included), which is parsed.
+fn serialized_origin(url: &str) -> Option<&str> {
+    let (scheme, rest) = url.split_once("://")?;
+    if !matches!(scheme, "http" | "https") {
+        return None;
+    }
+    let end = rest.find('/')?;
+    let authority = &rest[..end];
+    let plain = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.:[]".contains(&b);
+    let default_port = authority.ends_with(":80") || authority.ends_with(":443");
+    (!authority.is_empty() && !default_port && authority.bytes().all(plain))
+        .then(|| &url[..scheme.len() + 3 + end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::serialized_origin;
+
+    #[test]
+    fn origins_are_cut_only_from_urls_the_runtime_serialized() {
+        let cut = |url: &str| serialized_origin(url).map(str::to_string);
+        let parsed = |url: &str| {
+            worker::Url::parse(url)
+                .ok()
+                .map(|u| u.origin().ascii_serialization())
+        };
+        for url in [
+            "https://handoff.example.com/mcp?x=1",
+            "http://127.0.0.1:8787/mcp",
+            "http://[::1]:8787/",
+            "https://a-b.example/runs/run_1#frag",
+        ] {
+            assert_eq!(cut(url), parsed(url), "{url}");
+        }
+        // Anything unusual is left to the parser.
+        for url in [
+            "https://user:pw@example.com/",
+            "https://Example.com/",
+            "https://example.com:443/",
+            "http://example.com:80/",
+            "ftp://example.com/",
+            "https://example.com",
+            "https:///path",
+        ] {
+            assert_eq!(cut(url), None, "{url}");
+        }
+    }
 }

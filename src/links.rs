@@ -8,8 +8,14 @@ use crate::jwt;
 use serde::{Deserialize, Serialize};
 use worker::Env;
 
-/// How long a run page link stays valid. Every `opencode_get_result` hands out a fresh one.
+/// How long a run page link stays valid. Every `opencode_get_result` hands out one with at
+/// least this long left, less [`REUSE_SECS`].
 pub const RUN_PAGE_TTL_SECS: i64 = 30 * 24 * 3600;
+/// A page token is reused for this long (per isolate), so a client polling a run gets the same
+/// link and the Worker signs it once rather than on every poll.
+const REUSE_SECS: i64 = 3600;
+/// Tokens kept for reuse, at most (the cache starts over when full).
+const REUSE_MAX: usize = 1000;
 const RUN_PAGE_AUDIENCE: &str = "handoff:run-page";
 
 #[derive(Serialize, Deserialize)]
@@ -48,12 +54,39 @@ fn page_url(
     audience: &str,
     now_ms: i64,
 ) -> Option<String> {
-    let claims = LinkClaims {
-        sub: id.to_string(),
-        aud: audience.to_string(),
-        exp: now_ms / 1000 + RUN_PAGE_TTL_SECS,
+    thread_local! {
+        /// (audience, id) → (token, its expiry in seconds).
+        static SIGNED: std::cell::RefCell<std::collections::HashMap<(String, String), (String, i64)>> =
+            Default::default();
+    }
+    let now = now_ms / 1000;
+    let key = (audience.to_string(), id.to_string());
+    let reused = SIGNED.with(|signed| {
+        signed
+            .borrow()
+            .get(&key)
+            .filter(|(_, exp)| exp - now >= RUN_PAGE_TTL_SECS - REUSE_SECS)
+            .map(|(token, _)| token.clone())
+    });
+    let token = match reused {
+        Some(token) => token,
+        None => {
+            let claims = LinkClaims {
+                sub: id.to_string(),
+                aud: audience.to_string(),
+                exp: now + RUN_PAGE_TTL_SECS,
+            };
+            let token = sign(env, &claims)?;
+            SIGNED.with(|signed| {
+                let mut signed = signed.borrow_mut();
+                if signed.len() >= REUSE_MAX {
+                    signed.clear();
+                }
+                signed.insert(key, (token.clone(), claims.exp));
+            });
+            token
+        }
     };
-    let token = sign(env, &claims)?;
     Some(format!("{base_url}/{kind}/{id}?token={token}"))
 }
 

@@ -3,7 +3,9 @@
 
 use worker::Env;
 
+mod preview;
 mod read;
+pub use preview::preview_base;
 pub use read::get;
 pub mod runs;
 pub mod workers;
@@ -142,28 +144,6 @@ pub fn allowed_origins(env: &Env) -> Vec<String> {
 
 pub fn public_url(env: &Env) -> Option<String> {
     get(env, PUBLIC_URL).map(|u| u.trim_end_matches('/').to_string())
-}
-
-/// The preview base: scheme and `host[:port]` under which every preview gets its own origin.
-pub struct PreviewBase {
-    pub scheme: String,
-    /// Lower case, without the port.
-    pub host: String,
-    /// `:port`, or empty.
-    pub port: String,
-}
-
-pub fn preview_base(env: &Env) -> Option<PreviewBase> {
-    let raw = get(env, PREVIEW_URL)?;
-    let url = worker::Url::parse(raw.trim()).ok()?;
-    if !matches!(url.scheme(), "http" | "https") || url.path().len() > 1 {
-        return None;
-    }
-    Some(PreviewBase {
-        scheme: url.scheme().to_string(),
-        host: url.host_str()?.to_ascii_lowercase(),
-        port: url.port().map(|p| format!(":{p}")).unwrap_or_default(),
-    })
 }
 
 pub fn sandbox_daemon_url(env: &Env) -> Option<String> {

@@ -35,6 +35,9 @@ async fn a_run_without_a_sandbox_backend_fails_promptly_and_says_why() {
         .wait_run(run_id, Duration::from_secs(20), terminal)
         .await;
     assert_eq!(run["status"], "failed", "{run:#}");
+    // Polling hands out the same page link (signed once, reused for an hour), not a new one
+    // per call.
+    assert_eq!(run["webUiUrl"], started["webUiUrl"], "{run:#}");
     assert_eq!(run["result"]["error"]["code"], "sandbox_unavailable");
     let message = run["result"]["error"]["message"].as_str().unwrap();
     assert!(
