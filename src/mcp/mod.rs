@@ -135,8 +135,8 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
     if let Message::Request { id, method, params } = &message {
         if method == "initialize" {
             return match server::initialize(env, &principal, id.clone(), params.clone()).await {
-                Ok((value, session_id)) => {
-                    let mut response = respond(mode, &value)?;
+                Ok((encoded, session_id)) => {
+                    let mut response = respond_encoded(mode, &encoded)?;
                     response.headers_mut().set("mcp-session-id", &session_id)?;
                     Ok(response)
                 }

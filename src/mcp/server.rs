@@ -19,13 +19,13 @@ use worker::Env;
 
 /// Handles `initialize`: negotiates the version and opens an MCP session (see
 /// `mcp_session_ids`).
-/// Returns the response and the new session id.
+/// Returns the response, encoded, and the new session id.
 pub async fn initialize(
     env: &Env,
     principal: &Principal,
     id: RequestId,
     params: Option<Map<String, Value>>,
-) -> Result<(Value, String), RpcError> {
+) -> Result<(String, String), RpcError> {
     let params: InitializeRequestParams = parse_params(&id, "initialize", params)?;
     let version = protocol::negotiate(params.protocol_version.as_str());
     // With a signing key the session id is signed and the ledger records it at its first
@@ -42,12 +42,51 @@ pub async fn initialize(
                 .map_err(|e| internal(&id, &e))?
         }
     };
-    let mut result = serde_json::to_value(protocol::initialize_result(version))
-        .map_err(|e| internal(&id, &Error::from(e)))?;
+    Ok((
+        encoded_reply(&id, &INITIALIZED, version, || initialized(version))?,
+        session_id,
+    ))
+}
+
+/// `initialize`'s result for `version`, fixed for a deploy.
+fn initialized(version: &'static str) -> Value {
+    let mut result = serde_json::to_value(protocol::initialize_result(version)).unwrap_or_default();
     if version == protocol::TASKS_VERSION {
         result["capabilities"]["tasks"] = protocol::legacy_tasks_capability();
     }
-    Ok((jsonrpc::result(&id, result), session_id))
+    result
+}
+
+thread_local! {
+    /// `initialize`'s results, encoded once per isolate and protocol version.
+    static INITIALIZED: Encoded = Encoded::default();
+    /// `tools/list`'s results, encoded once per isolate and era.
+    static TOOLS_LISTED: Encoded = Encoded::default();
+}
+
+/// Results fixed for a deploy, encoded once each (by key) and answered with the request's id.
+type Encoded = std::cell::RefCell<std::collections::HashMap<&'static str, std::rc::Rc<str>>>;
+
+/// The JSON-RPC response `{jsonrpc, id, result}` with `result` from the `cache` (`make` fills
+/// it the first time `key` is asked for).
+fn encoded_reply(
+    id: &RequestId,
+    cache: &'static std::thread::LocalKey<Encoded>,
+    key: &'static str,
+    make: impl FnOnce() -> Value,
+) -> Result<String, RpcError> {
+    let result = cache.with(|cache| {
+        let known = cache.borrow().get(key).cloned();
+        known.unwrap_or_else(|| {
+            let encoded: std::rc::Rc<str> = make().to_string().into();
+            cache.borrow_mut().insert(key, encoded.clone());
+            encoded
+        })
+    });
+    let id = serde_json::to_string(id).map_err(|e| internal(id, &Error::from(e)))?;
+    Ok(format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#
+    ))
 }
 
 /// Handles every request after `initialize`.
@@ -119,23 +158,19 @@ pub async fn tools_list(ledger: &Ledger, id: &RequestId, era: Era) -> Result<Str
     if era == Era::Legacy {
         session_checked(ledger, id).await?;
     }
-    thread_local! {
-        static ENCODED: [std::cell::OnceCell<String>; 2] = const {
-            [std::cell::OnceCell::new(), std::cell::OnceCell::new()]
+    let key = match era {
+        Era::Legacy => "legacy",
+        Era::Modern => "modern",
+    };
+    encoded_reply(id, &TOOLS_LISTED, key, || {
+        let response = jsonrpc::result(&RequestId::Number(0), tools::list_result());
+        let mut response = match era {
+            Era::Modern => super::modern::decorate("tools/list", response),
+            Era::Legacy => response,
         };
-    }
-    let id = serde_json::to_string(id).map_err(|e| Failure::Rpc(internal(id, &e.into())))?;
-    Ok(ENCODED.with(|encoded| {
-        let result = encoded[usize::from(era == Era::Modern)].get_or_init(|| {
-            let response = jsonrpc::result(&RequestId::Number(0), tools::list_result());
-            let response = match era {
-                Era::Modern => super::modern::decorate("tools/list", response),
-                Era::Legacy => response,
-            };
-            response["result"].to_string()
-        });
-        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)
-    }))
+        response["result"].take()
+    })
+    .map_err(Failure::Rpc)
 }
 
 async fn call_tool(
