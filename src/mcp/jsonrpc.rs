@@ -92,6 +92,14 @@ pub fn result(id: &RequestId, result: Value) -> Value {
     Value::Object(response)
 }
 
+/// [`result`] for a result already encoded as JSON: the response's text.
+pub fn encoded_result(id: &RequestId, result: &str) -> serde_json::Result<String> {
+    let id = serde_json::to_string(id)?;
+    Ok(format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#
+    ))
+}
+
 /// Checks the JSON-RPC envelope of one parsed message.
 pub fn classify(value: Value) -> Result<Message, RpcError> {
     let mut object = match value {

@@ -83,10 +83,7 @@ fn encoded_reply(
             encoded
         })
     });
-    let id = serde_json::to_string(id).map_err(|e| internal(id, &Error::from(e)))?;
-    Ok(format!(
-        r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#
-    ))
+    jsonrpc::encoded_result(id, &result).map_err(|e| internal(id, &Error::from(e)))
 }
 
 /// Handles every request after `initialize`.

@@ -40,8 +40,13 @@ pub fn build(tools: &Tools) -> Result {
             bundle_entry().display()
         ));
     }
-    shim::finish(tools, &root.join("build/index.js"))?;
-    strip_names(tools, &root.join("build/index_bg.wasm"))
+    let finished = shim::finish(tools, &root.join("build/index.js"))
+        .and_then(|()| strip_names(tools, &root.join("build/index_bg.wasm")));
+    if finished.is_err() {
+        // Not left looking fresh: the next build starts over instead of serving it half done.
+        let _ = std::fs::remove_file(bundle_entry());
+    }
+    finished
 }
 
 /// Writes the files the wasm serves as they are but that are generated natively, when they
