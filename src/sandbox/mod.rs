@@ -147,7 +147,9 @@ impl SandboxObject {
             expires_at,
         };
         let daemon = self.daemon(&record).await?;
-        let state = self.put_on(&daemon, &record).await?;
+        // Started at once unless a snapshot goes in first: the first command finds it ready.
+        let start = record.snapshot_key.is_none();
+        let state = self.put_on(&daemon, &record, start).await?;
         // A fork starts from its source's workspace.
         self.restore_snapshot(&record, &daemon).await?;
         record.daemon_created_at = Some(state.created_at);
@@ -216,7 +218,7 @@ impl SandboxObject {
         let daemon = self.daemon(&record).await?;
         let now = now_ms();
         if record.status == Status::Paused {
-            let state = self.put_on(&daemon, &record).await?;
+            let state = self.put_on(&daemon, &record, false).await?;
             self.restore_snapshot(&record, &daemon).await?;
             record.status = Status::Running;
             record.daemon_created_at = Some(state.created_at);
@@ -239,7 +241,7 @@ impl SandboxObject {
     /// a lost directory), the last snapshot is restored into it.
     async fn ensure_on(&self, daemon: &Daemon) -> Result<SandboxRecord> {
         let mut record = self.record()?;
-        let state = self.put_on(daemon, &record).await?;
+        let state = self.put_on(daemon, &record, false).await?;
         if record.daemon_created_at != Some(state.created_at) {
             self.restore_snapshot(&record, daemon).await?;
             record.daemon_created_at = Some(state.created_at);
@@ -255,6 +257,7 @@ impl SandboxObject {
         &self,
         daemon: &Daemon,
         record: &SandboxRecord,
+        start: bool,
     ) -> Result<handoff_wire::SandboxState> {
         let mut spec = record.spec.clone();
         if !spec.secrets.is_empty() {
@@ -272,7 +275,7 @@ impl SandboxObject {
                 Err(e) => console_error!("sandbox {}: its secrets: {e}", record.id),
             }
         }
-        daemon.put(&spec).await
+        daemon.put(&spec, start).await
     }
 
     async fn sandbox_status_changed(&self, record: &SandboxRecord) {

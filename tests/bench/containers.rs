@@ -34,7 +34,8 @@ pub async fn run() {
     );
     let mcp = Arc::new(Mcp::connect(&worker.url("")).await);
 
-    let (ids, mut create_ms, mut ready_ms) = lifecycle::create_and_exec(&mcp, COLD).await;
+    let made = lifecycle::create_and_exec(&mcp, COLD).await;
+    let (ids, mut create_ms, mut ready_ms) = (made.ids, made.create, made.ready);
     let ready = p50(&mut ready_ms);
     println!(
         "cold: sandbox_create (container start → daemon ready → sandbox made) p50 {:.0} ms; \

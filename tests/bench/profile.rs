@@ -1,4 +1,4 @@
-//! `cargo xtask bench profile [get|list|ping|tools|initialize] [seconds]`: where the Worker's
+//! `cargo xtask bench profile [get|list|ping|tools|initialize|health] [seconds]`: where the Worker's
 //! CPU goes on one hot call. It starts a fresh local Worker with 100 runs, then one client
 //! repeats the call while `tests/js/cpu_profile.mjs` samples workerd's isolate (the Worker and
 //! its Durable Objects) over DevTools; it prints the functions with the most self and inclusive
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const CALLS: [&str; 5] = ["get", "list", "ping", "tools", "initialize"];
+const CALLS: [&str; 6] = ["get", "list", "ping", "tools", "initialize", "health"];
 /// Unprofiled calls measured first, one after another.
 const SAMPLES: usize = 1000;
 
@@ -44,10 +44,12 @@ pub async fn run(args: &[String]) {
     }
     let run_id = mcp.start_run("profile target").await.0;
     crate::runs::wait_quiet(&mcp).await;
+    let health = crate::stats::health(worker.url("/health"));
     let one = {
-        let (base, call) = (base.clone(), call.to_string());
+        let (base, call, health) = (base.clone(), call.to_string(), health.clone());
         move |mcp: Arc<Mcp>| {
             let (base, call, run_id) = (base.clone(), call.clone(), run_id.clone());
+            let health = health.clone();
             async move {
                 match call.as_str() {
                     "get" => drop(
@@ -57,13 +59,13 @@ pub async fn run(args: &[String]) {
                     "list" => drop(mcp.call_ok("opencode_list_runs", json!({})).await),
                     "ping" => drop(mcp.request("ping", json!({})).await),
                     "tools" => drop(mcp.request("tools/list", json!({})).await),
+                    "health" => health(mcp).await,
                     _ => drop(Mcp::connect(&base).await),
                 }
             }
         }
     };
     // Unprofiled first: the call's latency beside wrangler dev's floor.
-    let health = crate::stats::health(worker.url("/health"));
     // Latency varies with the machine; workerd's CPU per call compares builds more steadily.
     let floor = measured(&mcp, health).await;
     let this = measured(&mcp, one.clone()).await;

@@ -5,14 +5,17 @@
 //! container lane can run) with every sandbox in a real container.
 
 use crate::containers;
-use crate::lifecycle::{self, p50};
+use crate::lifecycle::{self, ms_since, p50};
 use crate::stats::{measure, report, verdict};
-use handoff_tests::daemon::Daemon;
+use handoff_tests::daemon::{Client, Daemon};
 use handoff_tests::{Mcp, Worker, WorkerOptions};
 use serde_json::json;
 use std::sync::Arc;
+use std::time::Instant;
 
 const CREATES: usize = 20;
+/// `sandbox_exec` calls made one second apart.
+const SPACED: usize = 10;
 /// Pause/resume rounds per backend.
 pub const ROUNDS: usize = 3;
 
@@ -24,14 +27,21 @@ pub async fn run() {
     let idle_before = rss_kib(pid);
 
     println!("\n== Sandboxes (local daemon) ==");
-    let (ids, mut create_ms, mut ready_ms) = lifecycle::create_and_exec(&mcp, CREATES).await;
+    let mut made = lifecycle::create_and_exec(&mcp, CREATES).await;
+    let ids = made.ids.clone();
     let first = ids[0].clone();
-    let ready = p50(&mut ready_ms);
+    let ready = p50(&mut made.ready);
     println!(
-        "sandbox_create p50 {:.1} ms; create → first exec done p50 {ready:.1} ms over {CREATES} sandboxes (target <= 300 ms) {}",
-        p50(&mut create_ms),
-        verdict(ready <= 300.0)
+        "sandbox_create p50 {:.1} ms; create → first exec done p50 {ready:.1} ms over {CREATES} sandboxes (target <= 60 ms) {}",
+        p50(&mut made.create),
+        verdict(ready <= 60.0)
     );
+    println!(
+        "of which the first sandbox_exec p50 {:.1} ms; a second one right after p50 {:.1} ms",
+        p50(&mut made.first_exec),
+        p50(&mut made.second_exec)
+    );
+    daemon_alone(&daemon).await;
 
     println!(
         "{:<34} {:>8} {:>8} {:>9}",
@@ -58,10 +68,25 @@ pub async fn run() {
         "sandbox_exec true, 10 clients",
         &measure(&mcp, 10, 30, exec).await,
     );
+    // A person's calls come seconds apart, not back to back: each command then pays the move
+    // into its sandbox's cgroup afresh (the kernel's cgroup lock waits out an RCU grace period
+    // once idle), which calls in a burst share.
+    let mut apart = Vec::new();
+    for _ in 0..SPACED {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let started = Instant::now();
+        exec_once(&mcp, &first).await;
+        apart.push(ms_since(started));
+    }
     println!(
-        "sandbox_exec p50 {:.2} ms (target <= 15 ms) {}; of which MCP + session check {:.2} ms",
+        "sandbox_exec true, 1 s apart: p50 {:.2} ms over {SPACED} (back to back: {:.2} ms)",
+        p50(&mut apart),
+        one.p50
+    );
+    println!(
+        "sandbox_exec p50 {:.2} ms (target <= 14.8 ms) {}; of which MCP + session check {:.2} ms",
         one.p50,
-        verdict(one.p50 <= 15.0),
+        verdict(one.p50 <= 14.8),
         floor.p50
     );
 
@@ -79,6 +104,48 @@ pub async fn run() {
     drop(worker);
     drop(daemon);
     containers::run().await;
+}
+
+async fn exec_once(mcp: &Mcp, id: &str) {
+    let done = mcp
+        .call_ok("sandbox_exec", json!({"sandboxId": id, "command": "true"}))
+        .await;
+    assert_eq!(done["exitCode"], 0, "{done:#}");
+}
+
+/// The same steps straight on the daemon's API (no MCP, Worker or Durable Object): its share
+/// of create → first exec.
+async fn daemon_alone(daemon: &Daemon) {
+    let (mut create, mut first, mut second) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..CREATES {
+        let started = Instant::now();
+        let client = Client::new(daemon, &format!("bench-alone-{i}")).await;
+        create.push(ms_since(started));
+        let started = Instant::now();
+        assert_eq!(client.exec("true", 10_000).await["exit_code"], 0);
+        first.push(ms_since(started));
+        let started = Instant::now();
+        assert_eq!(client.exec("true", 10_000).await["exit_code"], 0);
+        second.push(ms_since(started));
+        client.send(reqwest::Method::DELETE, "", None).await;
+    }
+    let client = Client::new(daemon, "bench-alone-spaced").await;
+    client.exec("true", 10_000).await;
+    let mut apart = Vec::new();
+    for _ in 0..SPACED {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let started = Instant::now();
+        assert_eq!(client.exec("true", 10_000).await["exit_code"], 0);
+        apart.push(ms_since(started));
+    }
+    client.send(reqwest::Method::DELETE, "", None).await;
+    println!(
+        "the daemon alone (its HTTP API): create p50 {:.1} ms, first exec p50 {:.1} ms, second exec p50 {:.1} ms, an exec 1 s after the last p50 {:.1} ms",
+        p50(&mut create),
+        p50(&mut first),
+        p50(&mut second),
+        p50(&mut apart)
+    );
 }
 
 /// VmRSS of a process in KiB.

@@ -330,3 +330,101 @@ async fn a_port_nothing_listens_on_answers_with_a_typed_code() {
         closed.body
     );
 }
+
+/// A client for sandbox `id` on `daemon` that has not created it.
+fn client_for(daemon: &Daemon, id: &str) -> Client {
+    Client {
+        http: reqwest::Client::new(),
+        base: format!("{}/v1/sandboxes/{id}", daemon.url()),
+        id: id.to_string(),
+        token: daemon_token(id, 300),
+    }
+}
+
+#[tokio::test]
+async fn a_sandbox_created_with_start_is_running_before_its_first_command() {
+    let started = client_for(daemon(), "start-at-once");
+    let created = started
+        .send(reqwest::Method::PUT, "?start=1", Some(json!({})))
+        .await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    let mut status = Value::Null;
+    for _ in 0..100 {
+        status = started.send(reqwest::Method::GET, "", None).await.json()["status"].clone();
+        if status == "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, "running", "started without any command");
+    // Without `start`, a sandbox starts under its first command, as before.
+    let lazy = Client::new(daemon(), "start-lazily").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let state = lazy.send(reqwest::Method::GET, "", None).await.json();
+    assert_eq!(state["status"], "stopped", "{state}");
+    assert_eq!(lazy.exec("true", 10_000).await["exit_code"], 0);
+    assert_eq!(
+        lazy.send(reqwest::Method::GET, "", None).await.json()["status"],
+        "running"
+    );
+}
+
+#[tokio::test]
+async fn a_sandbox_deleted_while_it_starts_leaves_no_process_behind() {
+    let own = Daemon::start();
+    let pid = own.pgid().expect("daemon pid") as u32;
+    for i in 0..8 {
+        let c = client_for(&own, &format!("start-then-delete-{i}"));
+        let created = c
+            .send(reqwest::Method::PUT, "?start=1", Some(json!({})))
+            .await;
+        assert_eq!(created.status, 200, "{}", created.body);
+        // Deleted at once, before or while its init starts.
+        let deleted = c.send(reqwest::Method::DELETE, "", None).await;
+        assert_eq!(deleted.status, 204, "{}", deleted.body);
+    }
+    let mut left = Vec::new();
+    for _ in 0..40 {
+        left = descendants(pid);
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(left.is_empty(), "processes left under the daemon: {left:?}");
+}
+
+/// Every process descended from `pid`, by `/proc/<p>/stat`'s parent field.
+fn descendants(pid: u32) -> Vec<u32> {
+    let parent_of = |p: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        // `pid (comm) state ppid …`: comm may hold spaces, so read after its closing paren.
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let all: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    all.iter()
+        .copied()
+        .filter(|&p| {
+            let mut at = p;
+            for _ in 0..64 {
+                match parent_of(at) {
+                    Some(parent) if parent == pid => return true,
+                    Some(parent) if parent > 1 => at = parent,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .collect()
+}

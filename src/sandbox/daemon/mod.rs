@@ -253,8 +253,11 @@ impl Daemon {
         http::body_text(response).await
     }
 
-    pub async fn put(&self, spec: &SandboxSpec) -> Result<SandboxState> {
-        self.call(Method::Put, "", Some(spec)).await
+    /// Creates or updates the sandbox; `start`: it is started at once, in the background, for a
+    /// first command (not for one a snapshot is about to be restored into).
+    pub async fn put(&self, spec: &SandboxSpec, start: bool) -> Result<SandboxState> {
+        let path = if start { "?start=1" } else { "" };
+        self.call(Method::Put, path, Some(spec)).await
     }
 
     pub async fn state(&self) -> Result<SandboxState> {
