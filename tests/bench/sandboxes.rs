@@ -68,9 +68,10 @@ pub async fn run() {
         "sandbox_exec true, 10 clients",
         &measure(&mcp, 10, 30, exec).await,
     );
-    // A person's calls come seconds apart, not back to back: each command then pays the move
-    // into its sandbox's cgroup afresh (the kernel's cgroup lock waits out an RCU grace period
-    // once idle), which calls in a burst share.
+    // A person's calls come seconds apart, not back to back: a command's move into its
+    // sandbox's cgroup through `cgroup.procs` waits out an RCU grace period once the kernel's
+    // lock has been idle, which calls in a burst share (on cgroup v1 a command joins by itself
+    // through `tasks`, which skips that lock: src/sandbox/cgroup.rs).
     let mut apart = Vec::new();
     for _ in 0..SPACED {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
