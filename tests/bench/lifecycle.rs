@@ -15,8 +15,8 @@ pub fn ms_since(started: Instant) -> f64 {
     started.elapsed().as_secs_f64() * 1000.0
 }
 
-/// Creates `count` sandboxes one after another, each followed by `sandbox_exec true`; returns
-/// their ids and the create and create → first exec done times in ms.
+/// Creates `count` sandboxes one after another, each followed by two `sandbox_exec true`; returns
+/// their ids and the times of each step (see [`CreateAndExec`]).
 pub async fn create_and_exec(mcp: &Mcp, count: usize) -> CreateAndExec {
     let mut out = CreateAndExec::default();
     let exec = |id: &str| mcp.call_ok("sandbox_exec", json!({"sandboxId": id, "command": "true"}));

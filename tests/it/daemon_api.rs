@@ -357,6 +357,21 @@ async fn a_sandbox_created_with_start_is_running_before_its_first_command() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(status, "running", "started without any command");
+    // Anything but 0 or 1 is refused, not read as "no" (and makes no sandbox).
+    let unclear = client_for(daemon(), "start-unclear");
+    let refused = unclear
+        .send(reqwest::Method::PUT, "?start=yes", Some(json!({})))
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(
+        refused.body.contains("start must be 0 or 1"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(
+        unclear.send(reqwest::Method::GET, "", None).await.status,
+        404
+    );
     // Without `start`, a sandbox starts under its first command, as before.
     let lazy = Client::new(daemon(), "start-lazily").await;
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -5,6 +5,7 @@
 //! - `GET  /v1/health` → [`Health`]
 //! - `PUT  /v1/sandboxes/{id}` [`SandboxSpec`] → [`SandboxState`] (create or update; idempotent);
 //!   `?start=1` also starts its processes' isolation in the background, ready for a first command
+//!   (`0` or none: at the first command; any other value is refused)
 //! - `GET  /v1/sandboxes/{id}` → [`SandboxState`]; `DELETE` removes it and its files
 //! - `POST /v1/sandboxes/{id}/stop` → [`SandboxState`] (processes stopped, files kept)
 //! - `GET  /v1/sandboxes/{id}/snapshot` → tar.gz of the workspace (the sandbox is stopped first);

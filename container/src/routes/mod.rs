@@ -130,9 +130,18 @@ async fn put_sandbox(
     } else {
         extract::decode(&body)?
     };
+    let start = match params.get("start").map(String::as_str) {
+        None | Some("0") => false,
+        Some("1") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "query parameter start must be 0 or 1, not {other:?}"
+            )))
+        }
+    };
     let sandbox = app.registry.put(&id, spec)?;
     let state = sandbox.state().await;
-    if params.get("start").is_some_and(|v| v == "1") {
+    if start {
         start_soon(app.registry.clone(), sandbox);
     }
     Ok(Json(state))

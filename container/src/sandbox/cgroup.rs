@@ -84,7 +84,10 @@ impl Cgroups {
     /// sandbox (its size) capped at the host's.
     pub fn create(&self, id: &str, asked: Option<&Limits>) -> io::Result<SandboxCgroup> {
         let wanted = self.wanted.capped(asked);
-        let mut group = SandboxCgroup::default();
+        let mut group = SandboxCgroup {
+            by_thread: matches!(self.layout, Layout::V1),
+            ..SandboxCgroup::default()
+        };
         for (controller, parent) in self.controllers() {
             fs::create_dir_all(&parent)?;
             if let Layout::V2 = self.layout {
@@ -99,7 +102,6 @@ impl Cgroups {
                 fs::create_dir(&dir)?;
             }
             self.write_limits(&wanted, controller, &dir, &mut group.enforced);
-            group.by_thread = matches!(self.layout, Layout::V1);
             let procs = dir.join(if group.by_thread {
                 "tasks"
             } else {
