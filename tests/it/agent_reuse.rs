@@ -1,7 +1,8 @@
 //! A session's OpenCode, started while the repository is cloned, serving its next runs: the
 //! same process takes the next run's task, its session-scoped model token reaches the model only
 //! for the session's run in progress (and counts there), a kept agent is frozen while it waits
-//! and thawed for the next run, and it stops once it has waited `RUN_AGENT_KEEP_SECONDS`.
+//! and thawed for the next run (the first process to go when memory runs out: the session then
+//! starts a new one), and it stops once it has waited `RUN_AGENT_KEEP_SECONDS`.
 
 use handoff_tests::links::session_proxy_token;
 use handoff_tests::mcp::read;
@@ -250,4 +251,65 @@ async fn a_kept_agent_that_expires_in_a_paused_sandbox_does_not_wake_it() {
         info["status"], "paused",
         "the kept agent's expiry woke the sandbox: {info:#}"
     );
+}
+
+/// A kept agent waits frozen, marked as the first process the OOM killer takes (a working one
+/// is worth more), and a session whose kept agent was taken starts a new one for its next run:
+/// nothing of the session is lost with it.
+#[tokio::test]
+async fn a_kept_agent_goes_first_when_memory_runs_out_and_the_next_run_starts_a_new_one() {
+    let stack = RunStack::start(&[]);
+    let mcp = Mcp::connect(&stack.url()).await;
+    let repository = stack.broken_repo(&repo_name("reuse-oom"));
+    let (first, session) = start(
+        &mcp,
+        json!({"task": "Fix the test. [scenario:fix-add]", "repository": repository}),
+    )
+    .await;
+    let one = mcp.wait_run(&first, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&one), "completed", "{one:#}");
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    let kept = agent_pids(&mcp, &sandbox).await;
+    assert_eq!(kept.len(), 1, "the agent is kept: {kept:?}");
+    let waited = Instant::now();
+    while !process_state(&mcp, &sandbox, &kept[0])
+        .await
+        .starts_with('T')
+    {
+        assert!(
+            waited.elapsed() < Duration::from_secs(6),
+            "the kept agent was never frozen"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let score = mcp
+        .call_ok(
+            "sandbox_exec",
+            json!({"sandboxId": sandbox, "command": format!("cat /proc/{}/oom_score_adj", kept[0])}),
+        )
+        .await;
+    assert_eq!(
+        score["stdout"].as_str().map(str::trim),
+        Some("1000"),
+        "the frozen agent is not the OOM killer's first choice: {score:#}"
+    );
+    // What the OOM killer does to it: SIGKILL, while it is stopped.
+    let killed = mcp
+        .call_ok(
+            "sandbox_exec",
+            json!({"sandboxId": sandbox, "command": format!("kill -9 {}", kept[0])}),
+        )
+        .await;
+    assert_eq!(killed["exitCode"], 0, "{killed:#}");
+
+    let (second, _) = start(
+        &mcp,
+        json!({"task": "Add follow-up notes. [scenario:followup]", "repository": repository, "sessionId": session}),
+    )
+    .await;
+    let two = mcp.wait_run(&second, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&two), "completed", "{two:#}");
+    let serving = agent_pids(&mcp, &sandbox).await;
+    assert_eq!(serving.len(), 1, "{serving:?}");
+    assert_ne!(serving, kept, "a new agent served the next run");
 }

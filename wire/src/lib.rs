@@ -182,7 +182,9 @@ pub struct ProcessInfo {
     #[serde(default)]
     pub timed_out: bool,
     /// True while the daemon holds its process group stopped (`POST …/processes/{id}/freeze`):
-    /// it keeps its memory and uses no CPU until it is thawed or killed.
+    /// it keeps its memory and uses no CPU until it is thawed or killed, and is the first the
+    /// OOM killer takes. One that lost a process meanwhile is ended by its thaw, which then
+    /// answers `running: false`.
     #[serde(default)]
     pub frozen: bool,
 }

@@ -6,6 +6,7 @@ use crate::error::{ApiError, Result};
 use crate::sandbox::{Registry, Sandbox};
 use table::{signal, Entry, MAX_TRACKED};
 
+mod oom;
 pub mod table;
 use handoff_wire::{ProcessInfo, ProcessLogs, StartProcess, EXEC_MAX_TIMEOUT_MS, EXEC_OUTPUT_CAP};
 use std::io::{Read, Seek, SeekFrom};
@@ -72,6 +73,7 @@ pub async fn start(
     let entry = Arc::new(Mutex::new(Entry {
         info: info.clone(),
         pgid: child.id().map(|p| p as i32),
+        oom_saved: Default::default(),
     }));
     table.lock().insert(id, entry.clone());
     let limit = req.timeout_ms.map(Duration::from_millis);
@@ -142,26 +144,62 @@ fn tail(path: &PathBuf) -> Result<(String, bool)> {
 }
 
 /// Stops (`frozen`) or continues a running process's whole group. A frozen process keeps its
-/// memory and state and uses no CPU; it is thawed, or killed like any other. Freezing a process
-/// that ended is refused; thawing one is not (it answers with the process as it is).
-pub fn set_frozen(sandbox: &Sandbox, id: u64, frozen: bool) -> Result<ProcessInfo> {
+/// memory and state and uses no CPU, and is the first the OOM killer takes (`oom.rs`); it is
+/// thawed, or killed like any other. One that lost a member while frozen is ended when thawed
+/// (it answers as not running). Freezing a process that ended is refused; thawing one is not
+/// (it answers with the process as it is).
+pub async fn set_frozen(sandbox: &Sandbox, id: u64, frozen: bool) -> Result<ProcessInfo> {
     let entry = sandbox.processes.get(id)?;
-    let mut e = entry
-        .lock()
-        .map_err(|_| ApiError::internal("process table poisoned"))?;
-    match (e.pgid, e.info.running) {
-        (Some(pgid), true) => {
-            signal(pgid, if frozen { libc::SIGSTOP } else { libc::SIGCONT });
-            e.info.frozen = frozen;
+    let broken = {
+        let mut e = entry
+            .lock()
+            .map_err(|_| ApiError::internal("process table poisoned"))?;
+        match (e.pgid, e.info.running) {
+            (Some(pgid), true) if frozen => {
+                signal(pgid, libc::SIGSTOP);
+                if !e.info.frozen {
+                    e.oom_saved = oom::mark_frozen(pgid);
+                }
+                e.info.frozen = true;
+                false
+            }
+            (Some(pgid), true) => {
+                let whole = oom::restore(pgid, std::mem::take(&mut e.oom_saved));
+                signal(pgid, if whole { libc::SIGCONT } else { libc::SIGKILL });
+                e.info.frozen = false;
+                !whole
+            }
+            _ if frozen => {
+                return Err(ApiError::conflict(format!(
+                    "process {id} is not running; only a running process can be frozen"
+                )))
+            }
+            _ => false,
         }
-        _ if frozen => {
-            return Err(ApiError::conflict(format!(
-                "process {id} is not running; only a running process can be frozen"
-            )))
-        }
-        _ => {}
+    };
+    if broken {
+        ended_within(&entry, Duration::from_secs(2)).await;
     }
-    Ok(e.info.clone())
+    entry
+        .lock()
+        .map(|e| e.info.clone())
+        .map_err(|_| ApiError::internal("process table poisoned"))
+}
+
+/// Waits until the process has ended (true), at most `limit`.
+async fn ended_within(entry: &Mutex<Entry>, limit: Duration) -> bool {
+    let step = Duration::from_millis(50);
+    let mut waited = Duration::ZERO;
+    loop {
+        if !entry.lock().map(|e| e.info.running).unwrap_or(false) {
+            return true;
+        }
+        if waited >= limit {
+            return false;
+        }
+        tokio::time::sleep(step).await;
+        waited += step;
+    }
 }
 
 /// SIGTERM to the process group (continued, should it be frozen, so it can act on it), SIGKILL
@@ -173,24 +211,16 @@ pub async fn kill(sandbox: &Sandbox, id: u64) -> Result<ProcessInfo> {
             .lock()
             .map_err(|_| ApiError::internal("process table poisoned"))?;
         e.info.frozen = false;
+        e.oom_saved = Default::default();
         (e.pgid, e.info.running)
     };
     if let (Some(pgid), true) = (pgid, running) {
         signal(pgid, libc::SIGTERM);
         signal(pgid, libc::SIGCONT);
-        for _ in 0..20 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            if !entry.lock().map(|e| e.info.running).unwrap_or(false) {
-                break;
-            }
-        }
+        ended_within(&entry, Duration::from_secs(2)).await;
+        // Also whatever of the group outlived its leader.
         signal(pgid, libc::SIGKILL);
-        for _ in 0..20 {
-            if !entry.lock().map(|e| e.info.running).unwrap_or(false) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        ended_within(&entry, Duration::from_secs(1)).await;
     }
     let info = entry
         .lock()

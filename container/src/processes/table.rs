@@ -22,6 +22,8 @@ pub struct Table {
 pub(crate) struct Entry {
     pub(crate) info: ProcessInfo,
     pub(crate) pgid: Option<i32>,
+    /// While frozen: the members' `oom_score_adj` before (see [`super::oom`]).
+    pub(crate) oom_saved: super::oom::Saved,
 }
 
 impl Table {

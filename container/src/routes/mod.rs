@@ -277,14 +277,14 @@ async fn freeze_process(
     Authorized(sandbox): Authorized,
     Path((_, pid)): Path<(String, u64)>,
 ) -> Result<impl IntoResponse> {
-    Ok(Json(processes::set_frozen(&sandbox, pid, true)?))
+    Ok(Json(processes::set_frozen(&sandbox, pid, true).await?))
 }
 
 async fn thaw_process(
     Authorized(sandbox): Authorized,
     Path((_, pid)): Path<(String, u64)>,
 ) -> Result<impl IntoResponse> {
-    Ok(Json(processes::set_frozen(&sandbox, pid, false)?))
+    Ok(Json(processes::set_frozen(&sandbox, pid, false).await?))
 }
 
 fn encoding(params: &HashMap<String, String>) -> Result<Encoding> {
