@@ -4,7 +4,8 @@
 //
 //   HANDOFF_URL=http://127.0.0.1:8787 HANDOFF_TOKEN=… RUN_ID=run_… node tests/js/bench_client.mjs
 //
-// Measures `initialize` (a fresh client's connect: initialize + initialized), then
+// Measures `initialize` (a fresh client's connect: initialize + initialized, and the initialize
+// request alone), then
 // `opencode_get_result` and `opencode_list_runs` with SEQUENTIAL calls on one client, then
 // `opencode_get_result` with CLIENTS clients × PER_CLIENT calls each at once. Prints one JSON line
 // of figures (milliseconds; calls per second).
@@ -20,9 +21,26 @@ const clients = Number(process.env.CLIENTS ?? 10);
 const perClient = Number(process.env.PER_CLIENT ?? 2000);
 const connects = Number(process.env.CONNECTS ?? 50);
 
+// How long each `initialize` request took on its own (until its response arrived): a connect
+// is two requests, `initialize` and the `initialized` notification.
+const initializeRequests = [];
+
+/// fetch, timing the `initialize` requests the SDK sends through it.
+async function timingFetch(url, init) {
+  const started = performance.now();
+  const response = await fetch(url, init);
+  if (typeof init?.body === "string" && init.body.includes('"method":"initialize"')) {
+    const copy = response.clone();
+    await copy.text();
+    initializeRequests.push(performance.now() - started);
+  }
+  return response;
+}
+
 async function connect() {
   const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
     requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    fetch: timingFetch,
   });
   const client = new Client({ name: "handoff-bench", version: "1.0.0" }, { capabilities: {} });
   await client.connect(transport);
@@ -72,6 +90,7 @@ const out = {};
     await client.close();
   }
   out.initialize = figures(samples, performance.now() - started);
+  out.initializeRequest = figures(initializeRequests, performance.now() - started);
 }
 
 const client = await connect();
