@@ -26,6 +26,21 @@ async fn start(mcp: &Mcp, arguments: Value) -> (String, String) {
     )
 }
 
+/// A new session's first run (`scenario:fix-add` on a fresh broken repository `name`), waited
+/// for and completed: its repository, session and sandbox.
+async fn first_run(stack: &RunStack, mcp: &Mcp, name: &str) -> (String, String, String) {
+    let repository = stack.broken_repo(&repo_name(name));
+    let (run, session) = start(
+        mcp,
+        json!({"task": "Fix the test. [scenario:fix-add]", "repository": repository}),
+    )
+    .await;
+    let done = mcp.wait_run(&run, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&done), "completed", "{done:#}");
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    (repository, session, sandbox)
+}
+
 /// When a run entered `phase`, in ms since the epoch (from `2026-12-02T09:00:48.057Z`).
 fn phase_started_at(run: &Value, phase: &str) -> i64 {
     let at = run["phases"]
@@ -224,15 +239,7 @@ async fn a_sessions_next_run_reuses_its_agent_until_it_waited_too_long() {
 async fn a_kept_agent_that_expires_in_a_paused_sandbox_does_not_wake_it() {
     let stack = RunStack::start(&[("RUN_AGENT_KEEP_SECONDS", "8")]);
     let mcp = Mcp::connect(&stack.url()).await;
-    let repository = stack.broken_repo(&repo_name("reuse-paused"));
-    let (run, session) = start(
-        &mcp,
-        json!({"task": "Fix the test. [scenario:fix-add]", "repository": repository}),
-    )
-    .await;
-    let done = mcp.wait_run(&run, RUN_TIMEOUT, terminal).await;
-    assert_eq!(status(&done), "completed", "{done:#}");
-    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    let (_, _, sandbox) = first_run(&stack, &mcp, "reuse-paused").await;
     assert_eq!(
         agent_pids(&mcp, &sandbox).await.len(),
         1,
@@ -260,15 +267,7 @@ async fn a_kept_agent_that_expires_in_a_paused_sandbox_does_not_wake_it() {
 async fn a_kept_agent_goes_first_when_memory_runs_out_and_the_next_run_starts_a_new_one() {
     let stack = RunStack::start(&[]);
     let mcp = Mcp::connect(&stack.url()).await;
-    let repository = stack.broken_repo(&repo_name("reuse-oom"));
-    let (first, session) = start(
-        &mcp,
-        json!({"task": "Fix the test. [scenario:fix-add]", "repository": repository}),
-    )
-    .await;
-    let one = mcp.wait_run(&first, RUN_TIMEOUT, terminal).await;
-    assert_eq!(status(&one), "completed", "{one:#}");
-    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    let (repository, session, sandbox) = first_run(&stack, &mcp, "reuse-oom").await;
     let kept = agent_pids(&mcp, &sandbox).await;
     assert_eq!(kept.len(), 1, "the agent is kept: {kept:?}");
     let waited = Instant::now();
