@@ -2,6 +2,7 @@
 //! measured and how it compares with the targets. It never fails on a target.
 
 mod agent;
+mod bundle;
 mod containers;
 mod cpu;
 mod lifecycle;
@@ -22,6 +23,8 @@ async fn main() {
     let which = args.first().cloned().unwrap_or_else(|| "all".into());
     match which.as_str() {
         "runs" => runs::run().await,
+        // Only the bundle's size and what it is made of (no stack).
+        "bundle" => bundle::report(),
         "sandboxes" => sandboxes::run().await,
         "containers" => containers::run().await,
         "agent" => agent::run().await,
@@ -41,7 +44,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "bench: unknown benchmark {other:?}; use runs, sandboxes, containers, agent, agent-spare, oauth, workers, load, soak, profile or all"
+                "bench: unknown benchmark {other:?}; use runs, bundle, sandboxes, containers, agent, agent-spare, oauth, workers, load, soak, profile or all"
             );
             std::process::exit(2);
         }

@@ -7,9 +7,8 @@
 
 use crate::lifecycle::p50;
 use crate::stats::{measure, report, verdict, Figures};
-use handoff_tests::{root, Mcp, Worker, WorkerOptions};
+use handoff_tests::{Mcp, Worker, WorkerOptions};
 use serde_json::{json, Value};
-use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +19,7 @@ const SESSIONS: usize = 100;
 const START_SAMPLES: usize = 100;
 
 pub async fn run() {
-    bundle_size();
+    crate::bundle::report();
     let worker = Worker::start(WorkerOptions::default());
     let base = worker.url("");
     let mcp = Arc::new(Mcp::connect(&base).await);
@@ -141,37 +140,6 @@ pub async fn run() {
         verdict(ratio <= 1.5)
     );
     drop(worker);
-}
-
-fn bundle_size() {
-    let wasm = root().join("build/index_bg.wasm");
-    let bytes = std::fs::read(&wasm).expect("build/index_bg.wasm (run cargo xtask build)");
-    let mut gz = flate(&bytes);
-    gz.flush().ok();
-    let gzipped = gz.len();
-    println!("== Bundle ==");
-    println!(
-        "wasm: {:.2} MB raw, {:.0} KB gzip -9 (target <= 450 KB gzip) {}",
-        bytes.len() as f64 / 1e6,
-        gzipped as f64 / 1e3,
-        verdict(gzipped as f64 <= 450e3)
-    );
-}
-
-/// gzip -9 of the bytes, by the system's gzip (no compression crate needed for one number).
-fn flate(bytes: &[u8]) -> Vec<u8> {
-    let mut child = std::process::Command::new("gzip")
-        .arg("-9c")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("gzip");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let input = bytes.to_vec();
-    let writer = std::thread::spawn(move || stdin.write_all(&input));
-    let out = child.wait_with_output().expect("gzip output");
-    writer.join().ok();
-    out.stdout
 }
 
 /// Alternating rounds of handoff's call and the baseline's: the machine's speed drifts over
