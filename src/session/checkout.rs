@@ -6,13 +6,14 @@
 use super::driver::{argv, Driver};
 use super::git::{self, Remote};
 use super::opencode;
-use super::store::{Checkout, Current};
+use super::store::{self, Checkout, Current};
 use crate::config;
 use crate::error::{Error, Result};
 use crate::runs::RunRecord;
 use crate::sandbox::api::{CloneRepo, Exec};
 use crate::tokens::Service;
 use handoff_wire::{GitClone, SandboxSpec, WORKSPACE};
+use worker::console_warn;
 use worker::url::{Host, Url};
 
 /// The name inside a sandbox under which the egress proxy reaches a Worker on a private address.
@@ -50,7 +51,8 @@ impl Driver<'_> {
         self.progress(current, &format!("cloning {owner}/{name}"))
             .await?;
         let sandbox = self.sandbox()?;
-        let dir = format!("{WORKSPACE}/{name}");
+        let dir = clone_dir(&name);
+        self.clear_warm_repo(&dir).await?;
         let git_token = self.token(current, Service::Git, Some(&format!("{owner}/{name}")))?;
         let remote = Remote::new(&self.worker_url(run)?, &owner, &name, &git_token);
         let test = argv(&["test", "-d", &format!("{dir}/.git")], None);
@@ -102,6 +104,52 @@ impl Driver<'_> {
             base_commit,
         })
     }
+
+    /// The folder a run works in: its repository's clone, or the workspace when it has none.
+    pub(super) fn work_dir(&self, run: &RunRecord) -> Result<String> {
+        Ok(match run.repository.as_deref() {
+            Some(repository) => {
+                let forge = config::forge_git_url(self.env);
+                clone_dir(&crate::repository::split(repository, &forge)?.1)
+            }
+            None => WORKSPACE.to_string(),
+        })
+    }
+
+    /// Clears the empty repository a spare's warm-up left (`spare.rs`) before the session's
+    /// first clone: from `dir`, so the clone goes there (and OpenCode, which served the warm-up
+    /// there, already knows the folder), or as a whole when this run clones elsewhere. Only
+    /// a repository without commits and beside nothing else in its folder is cleared.
+    async fn clear_warm_repo(&self, dir: &str) -> Result<()> {
+        let mut meta = store::meta(&self.sql)?;
+        let Some(warmed) = meta.warm_repo.take() else {
+            return Ok(());
+        };
+        let keep = if warmed == dir { "keep" } else { "remove" };
+        let request = argv(&["sh", "-c", CLEAR_WARM_REPO, "sh", &warmed, keep], None);
+        let cleared = self.sandbox()?.call(Exec { request }).await?;
+        if cleared.exit_code != Some(0) {
+            console_warn!(
+                "session {}: warm-up repository {warmed} not cleared: {}",
+                self.session_id,
+                cleared.stderr.trim()
+            );
+        }
+        store::save_meta(&self.sql, &meta)
+    }
+}
+
+/// Removes the empty repository in `$1` (then the folder too unless `$2` is `keep`); leaves
+/// alone a folder holding anything else or a repository with commits.
+const CLEAR_WARM_REPO: &str = r#"cd "$1" 2>/dev/null || exit 0
+[ "$(ls -A)" = .git ] || exit 0
+git rev-parse -q --verify HEAD >/dev/null && exit 0
+rm -rf .git || exit 1
+[ "$2" = keep ] || rmdir "$1""#;
+
+/// Where a repository named `name` is cloned.
+fn clone_dir(name: &str) -> String {
+    format!("{WORKSPACE}/{name}")
 }
 
 /// `host:port` of an origin on a loopback or private address (IPv4, IPv6 or a `localhost`

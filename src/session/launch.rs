@@ -300,12 +300,6 @@ impl Driver<'_> {
 /// The variable OpenCode reads its configuration from.
 const CONFIG_VAR: &str = "OPENCODE_CONFIG_CONTENT";
 
-/// The folder a spare session's OpenCode serves its warm-up prompt in (`spare.rs`): none of a
-/// run's, and outside the workspace.
-pub(super) fn warm_up_dir() -> String {
-    format!("{AGENT_STATE}/warm-up")
-}
-
 /// OpenCode's home and XDG folders, in [`AGENT_STATE`].
 fn agent_dirs() -> Vec<String> {
     ["home", "config", "data", "cache", "state"]

@@ -297,6 +297,10 @@ pub struct Meta {
     /// start it again.
     #[serde(default)]
     pub agent: Option<KeptAgent>,
+    /// The empty repository a spare session's warm-up made where the run it was prepared for
+    /// would clone (`spare.rs`), until the session's first clone clears it.
+    #[serde(default)]
+    pub warm_repo: Option<String>,
 }
 
 /// A spare session's preparation: the run whose model and origin its agent is started for.

@@ -28,6 +28,15 @@ async fn start(mcp: &Mcp, arguments: Value) -> (String, String) {
     )
 }
 
+/// Starts a run and follows it to its end, which must be `completed`: its id, its session's
+/// and the run as `opencode_get_result` last showed it.
+async fn complete(mcp: &Mcp, arguments: Value) -> (String, String, Value) {
+    let (run, session) = start(mcp, arguments).await;
+    let ended = mcp.wait_run(&run, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&ended), "completed", "{ended:#}");
+    (run, session, ended)
+}
+
 fn sandbox_of(session: &str) -> String {
     format!("sbx_{}", session.trim_start_matches("ses_"))
 }
@@ -83,10 +92,10 @@ async fn a_new_sessions_run_finds_its_agent_waiting_and_an_unused_spare_is_delet
         ("RUN_AGENT_KEEP_SECONDS", "60"),
     ]);
     let mcp = Mcp::connect(&stack.url()).await;
-    let repository = stack.broken_repo(&repo_name("spare"));
-    let (first, first_session) = start(&mcp, json!({"task": TASK, "repository": repository})).await;
-    let one = mcp.wait_run(&first, RUN_TIMEOUT, terminal).await;
-    assert_eq!(status(&one), "completed", "{one:#}");
+    let name = repo_name("spare");
+    let repository = stack.broken_repo(&name);
+    let (_, first_session, _) =
+        complete(&mcp, json!({"task": TASK, "repository": repository})).await;
 
     // The run made a spare session: a sandbox of the caller's with OpenCode started and frozen.
     let spare = ready_spare(&mcp, &[sandbox_of(&first_session)]).await;
@@ -121,11 +130,9 @@ async fn a_new_sessions_run_finds_its_agent_waiting_and_an_unused_spare_is_delet
 
     // The caller's next new session is the spare: its run finds the agent already started.
     let asked = now_ms();
-    let (second, second_session) =
-        start(&mcp, json!({"task": TASK, "repository": repository})).await;
+    let (second, second_session, two) =
+        complete(&mcp, json!({"task": TASK, "repository": repository})).await;
     assert_eq!(second_session, spare_session, "the spare was taken over");
-    let two = mcp.wait_run(&second, RUN_TIMEOUT, terminal).await;
-    assert_eq!(status(&two), "completed", "{two:#}");
     let started = agent_started_at(&stack, &spare).await;
     assert!(
         started < asked,
@@ -139,9 +146,20 @@ async fn a_new_sessions_run_finds_its_agent_waiting_and_an_unused_spare_is_delet
         .collect();
     assert!(!heard.is_empty(), "the model heard the run");
     assert!(heard.iter().all(|r| r.api_key == CANARY_ANTHROPIC_KEY));
-    // Before that run, the spare's OpenCode served a warm-up prompt in a folder of its own,
-    // whose model call the proxy refused: the model heard nothing from the spare. (OpenCode's
-    // log, read now: a frozen OpenCode may not have written it out yet.)
+    // OpenCode knew the run's folder as the git repository it is, though it first saw it
+    // before the clone (below).
+    let folder = format!("/home/sandbox/{name}");
+    assert!(
+        heard.iter().all(
+            |r| r.system.contains(&format!("Working directory: {folder}\n"))
+                && r.system.contains("Is directory a git repo: yes")
+        ),
+        "{}",
+        heard[0].system
+    );
+    // Before that run, the spare's OpenCode served a warm-up prompt in the folder the run was
+    // to clone into, whose model call the proxy refused: the model heard nothing from the
+    // spare. (OpenCode's log, read now: a frozen OpenCode may not have written it out yet.)
     let log = mcp
         .call_ok(
             "sandbox_exec",
@@ -154,7 +172,7 @@ async fn a_new_sessions_run_finds_its_agent_waiting_and_an_unused_spare_is_delet
         .filter(|l| l.contains("stream error") && l.contains("no run in progress"))
         .count();
     assert!(
-        log.contains("directory=/home/sandbox/.handoff/opencode/warm-up") && warm >= 1,
+        log.contains(&format!("directory={folder}")) && warm >= 1,
         "no refused warm-up prompt in OpenCode's log:\n{log}"
     );
     assert!(
@@ -182,14 +200,13 @@ async fn a_new_sessions_run_finds_its_agent_waiting_and_an_unused_spare_is_delet
     assert!(known.iter().all(|s| left.contains(s)), "{left:?}");
 
     // The deleted spare is forgotten: the next new session is a new one, and it makes a spare.
-    let (third, third_session) = start(&mcp, json!({"task": TASK, "repository": repository})).await;
+    let (_, third_session, _) =
+        complete(&mcp, json!({"task": TASK, "repository": repository})).await;
     assert_ne!(
         sandbox_of(&third_session),
         unused,
         "a deleted spare was handed out"
     );
-    let three = mcp.wait_run(&third, RUN_TIMEOUT, terminal).await;
-    assert_eq!(status(&three), "completed", "{three:#}");
 
     // Another client's new session does not take this client's spare (each has its own).
     let mut known = known.to_vec();
@@ -206,4 +223,28 @@ async fn a_new_sessions_run_finds_its_agent_waiting_and_an_unused_spare_is_delet
     other
         .call_ok("opencode_cancel_run", json!({"runId": stranger_run}))
         .await;
+
+    // A run of another repository takes the spare too: it clones beside the folder the
+    // warm-up prepared, which goes.
+    let elsewhere = repo_name("spare-other");
+    let other_repository = stack.broken_repo(&elsewhere);
+    let (_, fourth_session, _) =
+        complete(&mcp, json!({"task": TASK, "repository": other_repository})).await;
+    assert_eq!(
+        sandbox_of(&fourth_session),
+        spare,
+        "the spare was taken over"
+    );
+    let listed = mcp
+        .call_ok(
+            "sandbox_exec",
+            json!({"sandboxId": spare.as_str(), "command": "ls -A /home/sandbox"}),
+        )
+        .await;
+    let listed = listed["stdout"].as_str().unwrap_or_default();
+    let folders: Vec<&str> = listed.lines().collect();
+    assert!(
+        folders.contains(&elsewhere.as_str()) && !folders.contains(&name.as_str()),
+        "{listed}"
+    );
 }

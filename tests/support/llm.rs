@@ -168,6 +168,8 @@ pub struct Recorded {
     pub tool_output: Option<String>,
     /// The text of the conversation's latest user message.
     pub last_user: String,
+    /// The system prompt's text (OpenCode's, with its `<env>` facts about the folder).
+    pub system: String,
 }
 
 struct LlmState {
@@ -324,7 +326,7 @@ async fn messages(
     }
     let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let model = request["model"].as_str().unwrap_or_default().to_string();
-    let system = request["system"].to_string();
+    let system = text_of(&json!({ "content": request["system"] }));
     if system.contains("title generator") {
         return stream(
             &state,
@@ -333,7 +335,7 @@ async fn messages(
         );
     }
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let (scenario, step) = record(&state, &messages, api_key, model);
+    let (scenario, step) = record(&state, (system, &messages), api_key, model);
     let reply = match by_count(&state, &scenario, &messages) {
         Some(reply) => reply,
         None => resolve(&scenario, step).await,
@@ -439,7 +441,12 @@ fn run_of(messages: &[Value]) -> Option<String> {
     })
 }
 
-fn record(state: &LlmState, messages: &[Value], api_key: String, model: String) -> (String, usize) {
+fn record(
+    state: &LlmState,
+    (system, messages): (String, &[Value]),
+    api_key: String,
+    model: String,
+) -> (String, usize) {
     let (scenario, step) = locate(messages);
     let run = run_of(messages);
     if let Ok(mut log) = state.requests.lock() {
@@ -458,6 +465,7 @@ fn record(state: &LlmState, messages: &[Value], api_key: String, model: String) 
                 .find(|m| m["role"] == "user" && !text_of(m).is_empty())
                 .map(text_of)
                 .unwrap_or_default(),
+            system,
         });
     }
     (scenario, step)
@@ -488,7 +496,13 @@ async fn chat_completions(
     if system_is_title {
         return chat_stream(&state, &model, Reply::Text("Scripted title".into()));
     }
-    let (scenario, step) = record(&state, &messages, api_key, model.clone());
+    let system = messages
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .map(text_of)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (scenario, step) = record(&state, (system, &messages), api_key, model.clone());
     let reply = match by_count(&state, &scenario, &messages) {
         Some(reply) => reply,
         None => resolve(&scenario, step).await,
