@@ -52,7 +52,6 @@ impl Driver<'_> {
             .await?;
         let sandbox = self.sandbox()?;
         let dir = clone_dir(&name);
-        self.clear_warm_repo(&dir).await?;
         let git_token = self.token(current, Service::Git, Some(&format!("{owner}/{name}")))?;
         let remote = Remote::new(&self.worker_url(run)?, &owner, &name, &git_token);
         let test = argv(&["test", "-d", &format!("{dir}/.git")], None);
@@ -116,11 +115,12 @@ impl Driver<'_> {
         })
     }
 
-    /// Clears the empty repository a spare's warm-up left (`spare.rs`) before the session's
-    /// first clone: from `dir`, so the clone goes there (and OpenCode, which served the warm-up
-    /// there, already knows the folder), or as a whole when this run clones elsewhere. Only
-    /// a repository without commits and beside nothing else in its folder is cleared.
-    async fn clear_warm_repo(&self, dir: &str) -> Result<()> {
+    /// Clears the empty repository a spare's warm-up left (`spare.rs`) as the session's first
+    /// run prepares: from `dir`, the run's folder, so the clone goes there (and OpenCode, which
+    /// served the warm-up there, already knows the folder), or as a whole when the run works
+    /// elsewhere. Only a repository without commits and beside nothing else in its folder is
+    /// cleared.
+    pub(super) async fn clear_warm_repo(&self, dir: &str) -> Result<()> {
         let mut meta = store::meta(&self.sql)?;
         let Some(warmed) = meta.warm_repo.take() else {
             return Ok(());
