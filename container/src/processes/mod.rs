@@ -177,13 +177,16 @@ pub async fn set_frozen(sandbox: &Sandbox, id: u64, frozen: bool) -> Result<Proc
             _ => false,
         }
     };
-    if broken {
-        ended_within(&entry, Duration::from_secs(2)).await;
-    }
-    entry
+    let ended = broken && ended_within(&entry, Duration::from_secs(2)).await;
+    let mut info = entry
         .lock()
         .map(|e| e.info.clone())
-        .map_err(|_| ApiError::internal("process table poisoned"))
+        .map_err(|_| ApiError::internal("process table poisoned"))?;
+    if broken && !ended {
+        // Killed but not yet reaped: it is not running for anyone who asks to use it.
+        info.running = false;
+    }
+    Ok(info)
 }
 
 /// Waits until the process has ended (true), at most `limit`.
