@@ -81,7 +81,8 @@ impl Driver<'_> {
     /// what its first prompt needs, and learns about that folder (1.2–1.5 s of a bare
     /// OpenCode's first prompt in a fresh clone here, 0.06–0.13 s in a folder it has served).
     /// Where that run clones, the folder gets an empty repository first, so OpenCode takes it
-    /// for the git repository it will be; the clone clears it (`checkout.rs`). The prompt's
+    /// for the git repository it will be; the session's first run clears it
+    /// (`checkout::clear_warm_repo`) before it clones there. The prompt's
     /// model call never reaches the model: the proxy refuses the session's token while none of
     /// its runs is in progress, and no run can take the spare before it is marked ready, after
     /// this.
