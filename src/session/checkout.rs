@@ -116,16 +116,20 @@ impl Driver<'_> {
     }
 
     /// Clears the empty repository a spare's warm-up left (`spare.rs`) as the session's first
-    /// run prepares: from `dir`, the run's folder, so the clone goes there (and OpenCode, which
-    /// served the warm-up there, already knows the folder), or as a whole when the run works
+    /// run prepares: from the run's folder, so the clone goes there (and OpenCode, which served
+    /// the warm-up there, already knows the folder), or as a whole when the run works
     /// elsewhere. Only a repository without commits and beside nothing else in its folder is
     /// cleared.
-    pub(super) async fn clear_warm_repo(&self, dir: &str) -> Result<()> {
+    pub(super) async fn clear_warm_repo(&self, run: &RunRecord) -> Result<()> {
         let mut meta = store::meta(&self.sql)?;
         let Some(warmed) = meta.warm_repo.take() else {
             return Ok(());
         };
-        let keep = if warmed == dir { "keep" } else { "remove" };
+        let keep = if warmed == self.work_dir(run)? {
+            "keep"
+        } else {
+            "remove"
+        };
         let request = argv(&["sh", "-c", CLEAR_WARM_REPO, "sh", &warmed, keep], None);
         let cleared = self.sandbox()?.call(Exec { request }).await?;
         if cleared.exit_code != Some(0) {

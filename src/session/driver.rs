@@ -246,7 +246,7 @@ impl Driver<'_> {
             Phase::Preparing => {
                 self.progress(&current, "preparing the sandbox").await?;
                 self.sandbox()?.call(self.ensure_sandbox(run)?).await?;
-                self.clear_warm_repo(&self.work_dir(run)?).await?;
+                self.clear_warm_repo(run).await?;
                 if run.repository.is_some() {
                     // OpenCode starts while the repository is cloned; the next phases wait for
                     // it. A failure here is met again, and reported, when the agent starts.

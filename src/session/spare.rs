@@ -89,8 +89,8 @@ impl Driver<'_> {
     async fn warm_up(&self, run: &RunRecord) -> Result<()> {
         let sandbox = self.sandbox()?;
         let dir = self.work_dir(run)?;
+        let mut meta = store::meta(&self.sql)?;
         if run.repository.is_some() {
-            let mut meta = store::meta(&self.sql)?;
             meta.warm_repo = Some(dir.clone());
             store::save_meta(&self.sql, &meta)?;
             let init = sandbox
@@ -107,7 +107,7 @@ impl Driver<'_> {
         }
         let agent = Agent {
             sandbox,
-            password: store::meta(&self.sql)?.agent_password.unwrap_or_default(),
+            password: meta.agent_password.unwrap_or_default(),
             dir,
         };
         let (provider, model) = model_of(self.env, run)?;
