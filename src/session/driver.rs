@@ -2,7 +2,7 @@
 //! start OpenCode and prompt it (`launch.rs`) → follow the agent (`follow.rs`) → transcript,
 //! commit, push, pull request (`complete.rs`, `finish.rs`). Every step persists the run's state
 //! before returning, so an alarm after a restart continues from the same place. The decisions
-//! (retry, error codes, turn over) are pure functions in `policy.rs`.
+//! (retry, error codes, turn over) are pure functions in `policy/`.
 
 use super::opencode::Agent;
 use super::policy;

@@ -6,6 +6,7 @@ use super::driver::{argv, Driver};
 use super::git;
 use super::keep::{still_running, thaw};
 use super::opencode;
+use super::policy;
 use super::store::{self, Current, KeptAgent, SandboxBirth};
 use super::turn;
 use crate::config;
@@ -155,9 +156,18 @@ impl Driver<'_> {
     async fn await_agent(&self, current: &Current) -> Result<()> {
         let agent = self.agent(current)?;
         let deadline = now_ms() + AGENT_START_MS;
+        let mut unanswered = 0;
         while now_ms() < deadline {
-            if agent.healthy().await {
+            let within = policy::health_try_ms(unanswered);
+            let tried = now_ms();
+            if agent.healthy(within as u64).await {
                 return Ok(());
+            }
+            // A try that hung met OpenCode between binding its port and serving (such a
+            // request is never answered), or one too busy to answer in time: the next waits
+            // longer, so a slow OpenCode is still seen.
+            if now_ms() - tried >= within {
+                unanswered += 1;
             }
             Delay::from(Duration::from_millis(100)).await;
         }

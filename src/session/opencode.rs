@@ -105,11 +105,11 @@ impl Agent {
             .map_err(|e| Error::internal(format!("the agent's answer to {path} is not JSON: {e}")))
     }
 
-    /// Whether OpenCode answers its health check. It accepts connections before it is ready and
-    /// may then never answer, so each try is short.
-    pub async fn healthy(&self) -> bool {
+    /// Whether OpenCode answers its health check within `within_ms`. It accepts connections
+    /// before it is ready and never answers those, so a try must not wait long.
+    pub async fn healthy(&self, within_ms: u64) -> bool {
         matches!(
-            self.request_within("GET", "/global/health", None, 1000).await,
+            self.request_within("GET", "/global/health", None, within_ms).await,
             Ok(r) if r.status == 200
         )
     }

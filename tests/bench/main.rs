@@ -30,6 +30,11 @@ async fn main() {
         "agent" => agent::run().await,
         // Only the agent bench's spare-session step (its own stack, about a minute).
         "agent-spare" => agent::spare_session().await,
+        // Only the agent bench's cold step beside bare `opencode run`s, N rounds (default 5).
+        "agent-cold" => {
+            let rounds = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5);
+            agent::cold_rounds(rounds).await
+        }
         "oauth" => oauth::run().await,
         "workers" => workers::run().await,
         "load" => load::run().await,
@@ -44,7 +49,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "bench: unknown benchmark {other:?}; use runs, bundle, sandboxes, containers, agent, agent-spare, oauth, workers, load, soak, profile or all"
+                "bench: unknown benchmark {other:?}; use runs, bundle, sandboxes, containers, agent, agent-spare, agent-cold [N], oauth, workers, load, soak, profile or all"
             );
             std::process::exit(2);
         }

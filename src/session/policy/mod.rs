@@ -2,6 +2,9 @@
 //! again, which error code a failure gets, whether the agent's turn is over, and what the
 //! progress line says. The driver only gathers the facts and carries the decisions out.
 
+mod turn;
+pub use turn::{judge, quiet, Look, Turn};
+
 use super::opencode::Activity;
 use super::store::Phase;
 use crate::error::{Error, ErrorKind};
@@ -13,11 +16,6 @@ pub const MAX_FAILURES: u32 = 5;
 pub const MAX_RETRY_DELAY_MS: i64 = 15_000;
 /// How many times a run's agent is started again after it stopped mid-run (`resume.rs`).
 pub const MAX_RESUMES: u32 = 3;
-/// How long the agent may stay idle without answering the prompt.
-pub const FIRST_ANSWER_MS: i64 = 120_000;
-/// How long the agent may stay idle with an answer that never completed before the turn is
-/// taken as over.
-pub const UNSETTLED_GRACE_MS: i64 = 30_000;
 
 /// What a step that failed to reach the sandbox knows about the outage so far.
 #[derive(Debug, Clone, Copy)]
@@ -80,6 +78,15 @@ pub fn backoff_ms(first_ms: i64, failures: u32, cap_ms: i64) -> i64 {
     first_ms
         .saturating_mul(1 << failures.min(20))
         .clamp(1, cap_ms.max(first_ms))
+}
+
+/// How long a health check of a starting OpenCode waits for its answer after `unanswered`
+/// checks that got none: 250 ms, doubled with each, at most 4 s. The first is short because
+/// OpenCode accepts connections before it serves and never answers those (a 1 s wait cost
+/// every cold start about a second); the doubling still sees an OpenCode too busy to answer
+/// quickly.
+pub fn health_try_ms(unanswered: u32) -> i64 {
+    backoff_ms(250, unanswered, 4_000)
 }
 
 /// The code of a run whose step in `phase` failed with `kind` for good.
@@ -145,71 +152,6 @@ pub fn stopped_for_good(resumes: u32) -> String {
     }
 }
 
-/// What one look at the working agent saw.
-#[derive(Debug, Clone, Copy)]
-pub struct Look {
-    /// OpenCode reports the session idle.
-    pub idle: bool,
-    /// The agent started an answer to this run's prompt.
-    pub answered: bool,
-    /// That answer completed.
-    pub settled: bool,
-    /// The model call behind the answer failed.
-    pub errored: bool,
-    pub now: i64,
-    /// Milliseconds since the task was handed over.
-    pub waited_ms: i64,
-    /// Since when the agent has been idle with an unfinished answer (from the previous look).
-    pub idle_unsettled_since: Option<i64>,
-}
-
-/// What the driver does after a look.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Turn {
-    /// Keep following the agent.
-    Working,
-    /// The turn is over: finish the run.
-    Over,
-    /// The agent went idle without ever answering.
-    NeverAnswered,
-}
-
-/// Judges a look: the verdict, and the `idle_unsettled_since` to remember for the next one.
-/// An answer that stays unfinished while the agent is idle (it died mid-step) ends the turn
-/// after a grace period rather than at the stall watchdog.
-pub fn judge(look: &Look) -> (Turn, Option<i64>) {
-    let unsettled_since = (look.idle && look.answered && !look.settled)
-        .then(|| look.idle_unsettled_since.unwrap_or(look.now));
-    let unsettled_for = unsettled_since.map_or(0, |since| look.now - since);
-    let turn = if look.idle && (look.settled || look.errored || unsettled_for > UNSETTLED_GRACE_MS)
-    {
-        Turn::Over
-    } else if look.idle && !look.answered && look.waited_ms > FIRST_ANSWER_MS {
-        Turn::NeverAnswered
-    } else {
-        Turn::Working
-    };
-    (turn, unsettled_since)
-}
-
-/// Tracks how long the model has been silent: `previous` quiet spell (the answers' motion and
-/// since when it is unchanged) carried on, restarted, or ended (`None`) when the agent is not
-/// waiting on the model (idle, retrying, or running a tool).
-pub fn quiet(
-    previous: Option<(u64, i64)>,
-    waiting_on_model: bool,
-    motion: u64,
-    now: i64,
-) -> Option<(u64, i64)> {
-    if !waiting_on_model {
-        return None;
-    }
-    match previous {
-        Some((seen, since)) if seen == motion => Some((seen, since)),
-        _ => Some((motion, now)),
-    }
-}
-
 /// The progress line while the agent works: a retried model call, the latest step, or
 /// "thinking".
 pub fn working_message(activity: &Activity, detail: &ProgressDetail) -> String {
@@ -267,30 +209,15 @@ mod tests {
         assert!(sandbox.starts_with("the sandbox is not answering (connection refused)"));
     }
 
-    fn look() -> Look {
-        Look {
-            idle: true,
-            answered: true,
-            settled: true,
-            errored: false,
-            now: 1_000_000,
-            waited_ms: 5_000,
-            idle_unsettled_since: None,
-        }
-    }
-
     #[test]
-    fn a_quiet_spell_lasts_while_the_model_sends_nothing() {
-        // Starts when the agent waits on the model, lasts while nothing arrives.
-        let spell = quiet(None, true, 7, 1_000);
-        assert_eq!(spell, Some((7, 1_000)));
-        assert_eq!(quiet(spell, true, 7, 9_000), Some((7, 1_000)));
-        // Anything new from the model starts it afresh.
-        assert_eq!(quiet(spell, true, 8, 9_000), Some((8, 9_000)));
-        // A running tool, an idle or retrying agent: no spell.
-        assert_eq!(quiet(spell, false, 7, 9_000), None);
+    fn a_starting_agents_health_check_gives_up_quickly_then_waits_longer() {
+        // A check OpenCode accepted before it serves is never answered: the first try is short.
+        assert_eq!(health_try_ms(0), 250);
+        // An OpenCode too busy to answer quickly is still seen, the tries growing to 4 s.
+        assert_eq!(health_try_ms(1), 500);
+        assert_eq!(health_try_ms(4), 4_000);
+        assert_eq!(health_try_ms(30), 4_000);
     }
-
     #[test]
     fn only_an_unreachable_sandbox_is_retried_and_only_for_a_while() {
         let outage = |failures: u32, for_ms: i64| Outage {
@@ -393,65 +320,6 @@ mod tests {
             assert_eq!(code.as_str().parse::<RunErrorCode>().unwrap(), *code);
         }
         assert_eq!(RunErrorCode::PrFailed.as_str(), "pr_failed");
-    }
-
-    #[test]
-    fn a_settled_or_failed_answer_ends_the_turn_once_the_agent_is_idle() {
-        assert_eq!(judge(&look()).0, Turn::Over);
-        let errored = Look {
-            settled: false,
-            answered: false,
-            errored: true,
-            ..look()
-        };
-        assert_eq!(judge(&errored).0, Turn::Over);
-        let busy = Look {
-            idle: false,
-            ..look()
-        };
-        assert_eq!(judge(&busy), (Turn::Working, None));
-    }
-
-    #[test]
-    fn an_unfinished_answer_of_an_idle_agent_ends_the_turn_after_the_grace_period() {
-        let first = Look {
-            settled: false,
-            ..look()
-        };
-        // The first idle look starts the clock.
-        assert_eq!(judge(&first), (Turn::Working, Some(first.now)));
-        let within = Look {
-            idle_unsettled_since: Some(first.now - UNSETTLED_GRACE_MS),
-            ..first
-        };
-        assert_eq!(judge(&within).0, Turn::Working);
-        let after = Look {
-            idle_unsettled_since: Some(first.now - UNSETTLED_GRACE_MS - 1),
-            ..first
-        };
-        assert_eq!(judge(&after).0, Turn::Over);
-        // Busy again: the clock is forgotten.
-        let busy = Look {
-            idle: false,
-            ..within
-        };
-        assert_eq!(judge(&busy), (Turn::Working, None));
-    }
-
-    #[test]
-    fn an_agent_idle_without_answering_is_given_up_after_the_first_answer_window() {
-        let silent = Look {
-            answered: false,
-            settled: false,
-            waited_ms: FIRST_ANSWER_MS,
-            ..look()
-        };
-        assert_eq!(judge(&silent).0, Turn::Working);
-        let too_long = Look {
-            waited_ms: FIRST_ANSWER_MS + 1,
-            ..silent
-        };
-        assert_eq!(judge(&too_long).0, Turn::NeverAnswered);
     }
 
     #[test]
