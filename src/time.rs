@@ -15,6 +15,13 @@ pub fn now_ms() -> i64 {
     }
 }
 
+/// `first_ms`, doubled with each of `failures`, at most `cap_ms` (never below `first_ms`).
+pub fn backoff_ms(first_ms: i64, failures: u32, cap_ms: i64) -> i64 {
+    first_ms
+        .saturating_mul(1 << failures.min(20))
+        .clamp(1, cap_ms.max(first_ms))
+}
+
 /// A Durable Object alarm is set as an offset from now; this turns an absolute time into one.
 pub fn alarm_offset(at_ms: i64) -> i64 {
     (at_ms - now_ms()).max(0)

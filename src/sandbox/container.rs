@@ -6,7 +6,7 @@
 use super::daemon::{self, Daemon, Transport, CONTAINER_PORT};
 use crate::config;
 use crate::error::{Error, Result};
-use crate::time::now_ms;
+use crate::time::{backoff_ms, now_ms};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -17,8 +17,8 @@ const READY_MS: i64 = 60_000;
 /// How soon a starting container's daemon is asked again whether it is up; the wait doubles
 /// with each answer it does not give, up to [`POLL_MAX_MS`]: at most about 300 tries in
 /// [`READY_MS`] (a fixed 40 ms poll made up to 1,500).
-const POLL_MS: u64 = 10;
-const POLL_MAX_MS: u64 = 200;
+const POLL_MS: i64 = 10;
+const POLL_MAX_MS: i64 = 200;
 
 /// Starts the container for sandbox `id` with the key of that sandbox alone (never the master
 /// secret) and the id it is to serve.
@@ -113,7 +113,7 @@ pub async fn ensure(
             }
             Err(_) => match polls.after_failure(now_ms() - tried) {
                 0 => {}
-                wait => Delay::from(Duration::from_millis(wait)).await,
+                wait => Delay::from(Duration::from_millis(wait as u64)).await,
             },
         }
     }
@@ -134,14 +134,13 @@ impl Polls {
     /// listening yet — which it is some 15 ms later (measured with workerd and Docker): a try
     /// that was held is followed at once. Otherwise [`POLL_MS`], doubling, up to
     /// [`POLL_MAX_MS`].
-    fn after_failure(&mut self, took_ms: i64) -> u64 {
-        if !self.held && took_ms >= POLL_MS as i64 {
+    fn after_failure(&mut self, took_ms: i64) -> i64 {
+        if !self.held && took_ms >= POLL_MS {
             self.held = true;
             return 0;
         }
-        let wait = (POLL_MS << self.waits.min(8)).min(POLL_MAX_MS);
         self.waits += 1;
-        wait
+        backoff_ms(POLL_MS, self.waits - 1, POLL_MAX_MS)
     }
 }
 
@@ -213,7 +212,7 @@ mod tests {
         let mut polls = Polls::default();
         // The first try waited for the container to start: the daemon is nearly up.
         assert_eq!(polls.after_failure(540), 0);
-        let waits: Vec<u64> = (0..8).map(|_| polls.after_failure(540)).collect();
+        let waits: Vec<i64> = (0..8).map(|_| polls.after_failure(540)).collect();
         assert_eq!(waits, [10, 20, 40, 80, 160, 200, 200, 200]);
         // Quick failures (the container was already running) wait from the start.
         let mut polls = Polls::default();
@@ -221,7 +220,7 @@ mod tests {
         // About 300 tries at most in the minute a container may take.
         let mut polls = Polls::default();
         let (mut spent, mut tries) = (0, 0);
-        while spent < READY_MS as u64 {
+        while spent < READY_MS {
             spent += polls.after_failure(3);
             tries += 1;
         }

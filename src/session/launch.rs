@@ -164,12 +164,14 @@ impl Driver<'_> {
                 return Ok(());
             }
             // A try that hung met OpenCode between binding its port and serving (such a
-            // request is never answered), or one too busy to answer in time: the next waits
-            // longer, so a slow OpenCode is still seen.
+            // request is never answered; it serves a moment later, so the next try goes at
+            // once), or one too busy to answer in time: the next waits longer, so a slow
+            // OpenCode is still seen. A refused try waits a little before the next.
             if now_ms() - tried >= within {
                 unanswered += 1;
+            } else {
+                Delay::from(Duration::from_millis(100)).await;
             }
-            Delay::from(Duration::from_millis(100)).await;
         }
         let Some(process) = current.agent_process else {
             return Err(Error::internal("OpenCode was not started"));

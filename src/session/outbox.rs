@@ -5,7 +5,6 @@
 //! refusals it is given up, and the run says it has no such artifact.
 
 use super::driver::Driver;
-use super::policy;
 use super::store::{self, KeptArtifact};
 use crate::artifacts::Artifact;
 use crate::config;
@@ -122,5 +121,5 @@ impl Driver<'_> {
 /// five minutes.
 fn delay(driver: &Driver<'_>, attempts: i64) -> i64 {
     let failures = u32::try_from(attempts.max(0)).unwrap_or(u32::MAX);
-    policy::backoff_ms(config::poll_interval_ms(driver.env), failures, MAX_WAIT_MS)
+    crate::time::backoff_ms(config::poll_interval_ms(driver.env), failures, MAX_WAIT_MS)
 }

@@ -9,6 +9,7 @@ use super::opencode::Activity;
 use super::store::Phase;
 use crate::error::{Error, ErrorKind};
 use crate::runs::{ProgressDetail, RunErrorCode};
+use crate::time::backoff_ms;
 
 /// Consecutive failures to reach the sandbox before the run is given up.
 pub const MAX_FAILURES: u32 = 5;
@@ -71,13 +72,6 @@ pub fn detached(phase: Phase) -> bool {
 /// doubled with each failure, at most [`MAX_RETRY_DELAY_MS`].
 pub fn retry_delay_ms(poll_ms: i64, failures: u32) -> i64 {
     backoff_ms(poll_ms, failures, MAX_RETRY_DELAY_MS)
-}
-
-/// `first_ms`, doubled with each of `failures`, at most `cap_ms` (never below `first_ms`).
-pub fn backoff_ms(first_ms: i64, failures: u32, cap_ms: i64) -> i64 {
-    first_ms
-        .saturating_mul(1 << failures.min(20))
-        .clamp(1, cap_ms.max(first_ms))
 }
 
 /// How long a health check of a starting OpenCode waits for its answer after `unanswered`
