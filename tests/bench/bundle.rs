@@ -1,7 +1,8 @@
 //! What the Worker's wasm is made of: its size gzipped (the figure the target is about), code
-//! and data each gzipped alone, and the code's functions summed by the crate they come from
-//! (named from the copy the build keeps with its function names, `build/index_bg.named.wasm`;
-//! stripping the names keeps every function's index).
+//! and data each gzipped alone, and the code's functions summed by the crate they come from, by
+//! handoff's own module, and by generic function compiled more than once (named from the copy
+//! the build keeps with its function names, `build/index_bg.named.wasm`; stripping the names
+//! keeps every function's index).
 
 use crate::stats::verdict;
 use handoff_tests::root;
@@ -35,24 +36,99 @@ pub fn report() {
     let Some(named) = Module::parse(&named) else {
         return;
     };
-    let mut by_crate: BTreeMap<String, usize> = BTreeMap::new();
-    for (index, size) in named.bodies.iter().enumerate() {
-        let name = named.names.get(&(named.imported + index as u32));
-        *by_crate
-            .entry(crate_of(name.map(String::as_str)))
-            .or_default() += size;
-    }
-    let mut ranked: Vec<_> = by_crate.into_iter().collect();
-    ranked.sort_by_key(|entry| std::cmp::Reverse(entry.1));
-    let top: Vec<String> = ranked
+    let functions: Vec<(Option<&str>, usize)> = named
+        .bodies
         .iter()
-        .take(10)
-        .map(|(krate, size)| format!("{krate} {:.0}", kb(*size)))
+        .enumerate()
+        .map(|(index, size)| {
+            let name = named.names.get(&(named.imported + index as u32));
+            (name.map(String::as_str), *size)
+        })
         .collect();
+    let mut by_crate: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_module: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_generic: BTreeMap<String, (usize, usize, usize)> = BTreeMap::new();
+    for &(name, size) in &functions {
+        *by_crate.entry(crate_of(name)).or_default() += size;
+        if let Some(module) = name.and_then(handoff_module) {
+            *by_module.entry(module).or_default() += size;
+        }
+        if let Some(generic) = name.map(without_hash) {
+            let (copies, total, largest) = by_generic.entry(generic.to_string()).or_default();
+            *copies += 1;
+            *total += size;
+            *largest = (*largest).max(size);
+        }
+    }
+    let top = |sizes: BTreeMap<String, usize>| {
+        let mut ranked: Vec<_> = sizes.into_iter().collect();
+        ranked.sort_by_key(|entry| std::cmp::Reverse(entry.1));
+        ranked
+            .iter()
+            .take(10)
+            .map(|(what, size)| format!("{what} {:.0}", kb(*size)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     println!(
         "code by crate, KB raw (js_sys holds the async exports' futures): {}",
-        top.join(", ")
+        top(by_crate)
     );
+    println!("handoff's own code by module, KB raw: {}", top(by_module));
+    // A generic function compiled for several types: every copy but the largest bounds what one
+    // shared body could save. Mostly these copies are not duplicates: js_sys's `future_to_promise`
+    // copies hold each exported object's own handlers, serde's each type's own fields.
+    let mut copies: Vec<_> = by_generic
+        .into_iter()
+        .filter(|(_, (copies, _, _))| *copies > 1)
+        .map(|(name, (copies, total, largest))| (name, copies, total - largest))
+        .collect();
+    copies.sort_by_key(|entry| std::cmp::Reverse(entry.2));
+    let extra: usize = copies.iter().map(|entry| entry.2).sum();
+    let biggest: Vec<String> = copies
+        .iter()
+        .take(5)
+        .map(|(name, n, bytes)| format!("{} ×{n} +{:.0}", short(name), kb(*bytes)))
+        .collect();
+    println!(
+        "generic code compiled more than once: {:.0} KB raw beyond one copy each ({:.0} % of the code); most: {}",
+        kb(extra),
+        100.0 * extra as f64 / module.code.len().max(1) as f64,
+        biggest.join(", ")
+    );
+}
+
+/// `handoff::tools` for a function of handoff's own (`handoff::tools::call::{{closure}}`,
+/// `<handoff::ledger::X as serde::Deserialize>::…`), or of its wire crate (`handoff_wire::…`).
+fn handoff_module(name: &str) -> Option<String> {
+    let path = name.trim_start_matches('<');
+    let (krate, rest) = path.split_once("::")?;
+    if krate != "handoff" && krate != "handoff_wire" {
+        return None;
+    }
+    let module = rest.split("::").next().unwrap_or(rest);
+    Some(format!("{krate}::{module}"))
+}
+
+/// A function's name without the hash that tells its copies apart (`…::h0123456789abcdef`).
+fn without_hash(name: &str) -> &str {
+    match name.rsplit_once("::h") {
+        Some((generic, hash))
+            if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            generic
+        }
+        _ => name,
+    }
+}
+
+/// A long function name cut to its last path segments, for one line of figures.
+fn short(name: &str) -> String {
+    let parts: Vec<&str> = name.split("::").collect();
+    if parts.len() <= 3 {
+        return name.to_string();
+    }
+    format!("…{}", parts[parts.len() - 3..].join("::"))
 }
 
 /// The crate a function's name starts with: `handoff::…`, `<serde_json::… as …>::…`,
