@@ -74,12 +74,32 @@ pub fn invalid_params(id: RequestId, message: impl Into<String>) -> RpcError {
     RpcError::new(Some(id), ErrorCode::INVALID_PARAMS, message)
 }
 
-pub fn method_not_found(id: RequestId, method: &str) -> RpcError {
+/// The error for a method the initialize era (`version`) does not have; it names those it has.
+pub fn method_not_found(id: RequestId, method: &str, version: &str) -> RpcError {
+    let tasks = if version == super::protocol::TASKS_VERSION {
+        ", tasks/get, tasks/result, tasks/list and tasks/cancel"
+    } else {
+        ""
+    };
     RpcError::new(
         Some(id),
         ErrorCode::METHOD_NOT_FOUND,
-        format!("method not found: {method:?}; this server implements initialize, ping, tools/list and tools/call"),
+        format!(
+            "method not found: {method:?}; on {version} this server implements initialize, ping, tools/list, tools/call, resources/list, resources/templates/list, resources/read, resources/subscribe, resources/unsubscribe, prompts/list, prompts/get, completion/complete{tasks}"
+        ),
     )
+}
+
+/// A list this server answers in one page never hands out a cursor, so a cursor sent for it is
+/// not one of its own: -32602, as the spec asks for invalid cursors. `null` counts as absent.
+pub fn no_cursor(id: &RequestId, params: Option<&Map<String, Value>>) -> Result<(), RpcError> {
+    match params.and_then(|p| p.get("cursor")) {
+        None | Some(Value::Null) => Ok(()),
+        Some(_) => Err(invalid_params(
+            id.clone(),
+            "`cursor` is not one this server returned: this list has a single page; omit the cursor",
+        )),
+    }
 }
 
 pub fn result(id: &RequestId, result: Value) -> Value {

@@ -182,7 +182,7 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
         }
     };
     if method == "tools/list" {
-        return match server::tools_list(&ledger, &id, Era::Legacy).await {
+        return match server::tools_list(&ledger, &id, Era::Legacy, params.as_ref()).await {
             Ok(encoded) => respond_encoded(mode, &encoded),
             Err(failure) => finish(mode, Err(failure)),
         };
@@ -303,7 +303,7 @@ async fn post_modern(
         return stream::open(env, principal, base_url, ledger, watch, None, first).await;
     }
     if method == "tools/list" {
-        return match server::tools_list(&ledger, &id, Era::Modern).await {
+        return match server::tools_list(&ledger, &id, Era::Modern, params.as_ref()).await {
             Ok(encoded) => respond_encoded(mode, &encoded),
             Err(Failure::Rpc(e) | Failure::SessionGone(e)) => {
                 Ok(error_response(modern::status_of(&e), &e))

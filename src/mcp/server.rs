@@ -124,6 +124,7 @@ pub async fn dispatch(
         "resources/list" => resources::list(ctx, &id, params.as_ref()).await,
         "resources/templates/list" => {
             check_session(ctx, &id).await?;
+            jsonrpc::no_cursor(&id, params.as_ref()).map_err(Failure::Rpc)?;
             Ok(jsonrpc::result(&id, resources::templates()))
         }
         "resources/read" => {
@@ -136,13 +137,14 @@ pub async fn dispatch(
         }
         "prompts/list" => {
             check_session(ctx, &id).await?;
+            jsonrpc::no_cursor(&id, params.as_ref()).map_err(Failure::Rpc)?;
             Ok(jsonrpc::result(&id, prompts::list()))
         }
         "prompts/get" => prompts::get(ctx, &id, params.as_ref()).await,
         "completion/complete" => prompts::complete(ctx, &id, params.as_ref()).await,
         _ => {
             check_session(ctx, &id).await?;
-            Err(Failure::Rpc(jsonrpc::method_not_found(id, method)))
+            Err(Failure::Rpc(jsonrpc::method_not_found(id, method, version)))
         }
     }
 }
@@ -150,11 +152,17 @@ pub async fn dispatch(
 /// `tools/list`'s answer, already encoded (`mcp::post` sends it as it is): the catalog is fixed
 /// for a deploy, so its result is encoded once per isolate and era, not cloned and encoded on
 /// every call (2–3 ms of CPU each, `bench profile tools`). The initialize era checks the session
-/// first, as every method does.
-pub async fn tools_list(ledger: &Ledger, id: &RequestId, era: Era) -> Result<String, Failure> {
+/// first, as every method does; the list has one page, so a cursor is refused.
+pub async fn tools_list(
+    ledger: &Ledger,
+    id: &RequestId,
+    era: Era,
+    params: Option<&Map<String, Value>>,
+) -> Result<String, Failure> {
     if era == Era::Legacy {
         session_checked(ledger, id).await?;
     }
+    jsonrpc::no_cursor(id, params).map_err(Failure::Rpc)?;
     let key = match era {
         Era::Legacy => "legacy",
         Era::Modern => "modern",

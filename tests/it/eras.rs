@@ -271,3 +271,18 @@ async fn the_python_sdk_settles_on_2026_07_28_by_itself_and_still_speaks_the_old
     let uri = format!("handoff://runs/{}", auto["runId"].as_str().unwrap());
     assert_eq!(auto["listenHonored"], json!([uri]), "{auto}");
 }
+
+#[tokio::test]
+async fn a_modern_single_page_list_refuses_a_cursor() {
+    for method in ["tools/list", "prompts/list", "resources/templates/list"] {
+        let refused = modern(method, json!({"cursor": "eyJwYWdlIjogMn0"}), &[]).await;
+        assert_eq!(refused.error_code(), -32602, "{method}: {}", refused.body);
+        let listed = modern(method, json!({}), &[]).await;
+        assert_eq!(listed.status, 200, "{method}: {}", listed.body);
+        assert!(
+            listed.json()["result"].is_object(),
+            "{method}: {}",
+            listed.body
+        );
+    }
+}

@@ -101,3 +101,49 @@ async fn sandbox_files_are_resources_and_cannot_escape_the_workspace() {
     mcp.call_ok("sandbox_delete", json!({"sandboxId": sandbox}))
         .await;
 }
+
+/// tools/list, prompts/list and resources/templates/list fit in one page and never hand out a
+/// cursor, so a cursor sent for them is invalid (-32602, as the spec asks), in both initialize
+/// era versions; `null` is no cursor. An unknown method's error names the methods there are.
+#[tokio::test]
+async fn single_page_lists_refuse_a_cursor_and_unknown_methods_name_those_there_are() {
+    for version in ["2025-06-18", "2025-11-25"] {
+        let mcp = Mcp::connect_as(&base(), handoff_tests::TOKEN, version).await;
+        for (method, key) in [
+            ("tools/list", "tools"),
+            ("prompts/list", "prompts"),
+            ("resources/templates/list", "resourceTemplates"),
+        ] {
+            let refused = mcp
+                .request(method, json!({"cursor": "eyJwYWdlIjogMn0"}))
+                .await;
+            assert_eq!(
+                refused["error"]["code"], -32602,
+                "{version} {method}: {refused}"
+            );
+            let message = refused["error"]["message"].as_str().unwrap();
+            assert!(message.contains("omit the cursor"), "{message}");
+            for params in [json!({}), json!({"cursor": null})] {
+                let listed = mcp.request(method, params).await;
+                assert!(
+                    listed["result"][key]
+                        .as_array()
+                        .is_some_and(|a| !a.is_empty()),
+                    "{version} {method}: {listed}"
+                );
+                assert!(listed["result"].get("nextCursor").is_none(), "{listed}");
+            }
+        }
+        let unknown = mcp.request("no/such/method", json!({})).await;
+        assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+        let message = unknown["error"]["message"].as_str().unwrap();
+        for method in ["resources/read", "prompts/get", "completion/complete"] {
+            assert!(message.contains(method), "{version}: {message}");
+        }
+        assert_eq!(
+            message.contains("tasks/list"),
+            version == "2025-11-25",
+            "tasks only from 2025-11-25: {message}"
+        );
+    }
+}
