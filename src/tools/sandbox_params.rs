@@ -40,7 +40,8 @@ pub struct CreateParams {
     #[schemars(range(min = 60, max = 86400))]
     pub idle_timeout_seconds: Option<u32>,
     /// If given, the only destinations the sandbox may reach: `host`, `*.domain`, `host:port`
-    /// or `*`. Without it, public destinations are allowed and private/loopback ones blocked.
+    /// or `*`. Without it, public destinations are allowed and private/loopback ones blocked;
+    /// wildcards never cover those either: name the host or address to reach one.
     pub allow_out: Option<Vec<String>>,
     /// Destinations the sandbox may never reach (same syntax as allowOut).
     pub deny_out: Option<Vec<String>>,
@@ -85,8 +86,8 @@ pub struct UpdateParams {
     pub sandbox_id: String,
     /// Variables to set (a string) or remove (null); the others stay. At most 100 in all.
     pub env: Option<BTreeMap<String, Option<String>>>,
-    /// Replaces the allow list (`host`, `*.domain`, `host:port` or `*`); an empty list allows
-    /// public destinations again.
+    /// Replaces the allow list (`host`, `*.domain`, `host:port` or `*`; wildcards cover public
+    /// destinations only); an empty list allows public destinations again.
     pub allow_out: Option<Vec<String>>,
     /// Replaces the deny list.
     pub deny_out: Option<Vec<String>>,

@@ -182,8 +182,7 @@ async fn proxy(
         let host = req
             .uri()
             .host()
-            .map(|h| h.trim_matches(['[', ']']).to_ascii_lowercase())
-            .filter(|h| !h.is_empty())
+            .and_then(super::normalize_host)
             .ok_or_else(|| refuse_with(StatusCode::BAD_REQUEST, "the request URL names no host"))?;
         let port = req.uri().port_u16().unwrap_or(80);
         let path = req

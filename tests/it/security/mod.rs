@@ -2,6 +2,7 @@
 //! the boundary held and that the legitimate use next to it still works.
 
 mod dos;
+mod egress;
 mod isolation;
 mod links;
 mod preview;
