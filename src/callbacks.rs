@@ -120,7 +120,7 @@ pub fn check_url(raw: &str, allowed: &[String]) -> Result<Url> {
     if raw.len() > MAX_URL_LEN {
         return Err(refuse(&format!("longer than {MAX_URL_LEN} characters")));
     }
-    let url = Url::parse(raw).map_err(|e| refuse(&format!("not a URL ({e})")))?;
+    let url = crate::urls::parse(raw).map_err(|e| refuse(&format!("not a URL ({e})")))?;
     if !url.username().is_empty() || url.password().is_some() {
         return Err(refuse("it must not carry a user name or password"));
     }

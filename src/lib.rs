@@ -46,6 +46,7 @@ mod time;
 mod tokens;
 mod tools;
 mod transcript;
+mod urls;
 mod workers;
 
 pub use authstore::AuthStoreObject;

@@ -45,7 +45,8 @@ pub fn check_redirect_uri(uri: &str) -> std::result::Result<(), String> {
     if uri.len() > MAX_URI_LEN {
         return Err(format!("redirect URI longer than {MAX_URI_LEN} characters"));
     }
-    let url = Url::parse(uri).map_err(|e| format!("{uri:?} is not an absolute URI ({e})"))?;
+    let url =
+        crate::urls::parse(uri).map_err(|e| format!("{uri:?} is not an absolute URI ({e})"))?;
     if url.fragment().is_some() {
         return Err(format!(
             "{uri:?} has a fragment (#…), which redirect URIs may not have"
@@ -121,7 +122,8 @@ pub fn check_document_id(env: &Env, client_id: &str) -> std::result::Result<Url,
             "client_id URLs may be at most {MAX_CLIENT_ID_URL_LEN} characters"
         ));
     }
-    let url = Url::parse(client_id).map_err(|e| format!("client_id is not a valid URL ({e})"))?;
+    let url =
+        crate::urls::parse(client_id).map_err(|e| format!("client_id is not a valid URL ({e})"))?;
     let https = url.scheme() == "https";
     let dev_http =
         url.scheme() == "http" && is_loopback(&url) && config::dev_loopback_client_ids(env);

@@ -65,7 +65,7 @@ pub fn report() {
         ranked.sort_by_key(|entry| std::cmp::Reverse(entry.1));
         ranked
             .iter()
-            .take(10)
+            .take(16)
             .map(|(what, size)| format!("{what} {:.0}", kb(*size)))
             .collect::<Vec<_>>()
             .join(", ")

@@ -89,7 +89,15 @@ pub async fn run(args: &[String]) {
     let named = root().join("build/index_bg.named.wasm");
     let started = Instant::now();
     let before = done.load(Ordering::Relaxed);
-    let bundle = served_bundle(&worker).unwrap_or_default();
+    // A copy beside the profile: wrangler dev deletes its own when it stops, and the profile's
+    // JavaScript line numbers point into it.
+    let bundle = served_bundle(&worker)
+        .and_then(|served| {
+            let copy = out.with_extension("js");
+            std::fs::copy(served, &copy).ok()?;
+            Some(copy.display().to_string())
+        })
+        .unwrap_or_default();
     let (ok, stdout, stderr) = run_node(
         "tests/js/cpu_profile.mjs",
         &[
@@ -113,7 +121,11 @@ pub async fn run(args: &[String]) {
         1e3 * elapsed / calls.max(1) as f64
     );
     println!("{stdout}");
-    println!("whole profile: {}", out.display());
+    println!(
+        "whole profile: {} (the JavaScript it points into: {})",
+        out.display(),
+        out.with_extension("js").display()
+    );
 }
 
 /// The JavaScript wrangler dev serves (its bundle of worker-build's shim and its own

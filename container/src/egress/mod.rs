@@ -199,9 +199,8 @@ fn is_internal(ip: IpAddr) -> bool {
             v4.is_loopback()
                 || v4.is_private()
                 || v4.is_link_local()
-                || v4.is_broadcast()
                 || a == 0
-                || a >= 224
+                || a >= 224 // multicast, reserved and broadcast
                 || a == 100 && (64..128).contains(&b)
                 || a == 198 && (b == 18 || b == 19)
         }

@@ -39,6 +39,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "templates",
             "time",
             "transcript",
+            "urls",
             "workers",
         ],
     ),
