@@ -121,11 +121,13 @@ pub async fn run(args: &[String]) {
         1e3 * elapsed / calls.max(1) as f64
     );
     println!("{stdout}");
-    println!(
-        "whole profile: {} (the JavaScript it points into: {})",
-        out.display(),
-        out.with_extension("js").display()
-    );
+    match bundle.as_str() {
+        "" => println!("whole profile: {}", out.display()),
+        js => println!(
+            "whole profile: {} (the JavaScript it points into: {js})",
+            out.display()
+        ),
+    }
 }
 
 /// The JavaScript wrangler dev serves (its bundle of worker-build's shim and its own
