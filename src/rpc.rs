@@ -6,11 +6,80 @@
 //! ([`Client`]) only accepts its own object's ops and returns each op's own reply type; the
 //! object answers through the handler trait, so a request/reply mismatch on either side is a
 //! compile error.
+//!
+//! Ops travel over the runtime's JS RPC, not `fetch`: the stub's `handoffRpc(text)` (exported on
+//! each object by [`export_rpc!`]) takes the op's JSON and resolves to the reply's JSON behind a
+//! one-letter tag (`o` an answer, `e` a serialized `Error`), so neither side builds a `Request`,
+//! headers or a `Response` per op. `fetch` stays for replies that stream and for previews.
 
 use crate::error::{Error, Result};
 use serde::{de::DeserializeOwned, Serialize};
 use std::marker::PhantomData;
-use worker::{Method, Request, RequestInit, Response, Stub};
+use wasm_bindgen::prelude::*;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{js_sys, web_sys, Method, Request, RequestInit, Response, Stub};
+
+#[wasm_bindgen]
+extern "C" {
+    /// A Durable Object stub as the runtime hands it out, called through its RPC method.
+    pub type ObjectStub;
+
+    #[wasm_bindgen(method, catch, js_name = handoffRpc)]
+    fn handoff_rpc(this: &ObjectStub, body: &str) -> std::result::Result<js_sys::Promise, JsValue>;
+
+    #[wasm_bindgen(method, catch, js_name = fetch)]
+    fn fetch_request(
+        this: &ObjectStub,
+        request: &web_sys::Request,
+    ) -> std::result::Result<js_sys::Promise, JsValue>;
+}
+
+impl From<Stub> for ObjectStub {
+    fn from(stub: Stub) -> Self {
+        stub.into_rpc()
+    }
+}
+
+impl ObjectStub {
+    /// Sends a request to the object's `fetch` (replies that stream, previews).
+    pub async fn fetch_with_request(&self, request: Request) -> Result<Response> {
+        let promise = self.fetch_request(request.inner()).map_err(platform)?;
+        let response = JsFuture::from(promise).await.map_err(platform)?;
+        let response: web_sys::Response = response.dyn_into().map_err(platform)?;
+        Ok(response.into())
+    }
+}
+
+/// A failure the runtime threw (the object unreachable, reset or over its limits).
+fn platform(e: JsValue) -> Error {
+    Error::from(worker::Error::from(e))
+}
+
+/// The tag before a reply's JSON: an answer.
+const ANSWER: char = 'o';
+/// The tag before a serialized [`Error`].
+const FAILURE: char = 'e';
+
+/// Exports `handoffRpc` on a Durable Object class: `|$object, $text| body` turns an op's JSON
+/// into the tagged reply (see [`serve_text`]). `xtask/src/recovery.js` makes every class that has
+/// it a `DurableObject`, which the runtime requires of an RPC target.
+macro_rules! export_rpc {
+    ($class:ty, |$object:ident, $text:ident| $body:expr) => {
+        #[::wasm_bindgen::prelude::wasm_bindgen(
+                    wasm_bindgen = ::wasm_bindgen,
+                    wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
+                    js_sys = ::worker::js_sys
+                )]
+        impl $class {
+            #[wasm_bindgen(js_name = handoffRpc)]
+            pub async fn handoff_rpc(&self, $text: String) -> String {
+                let $object = self;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use export_rpc;
 
 /// One request to a Durable Object: the enum it travels in and the reply it gets.
 pub trait Op: Into<Self::Request> {
@@ -49,14 +118,14 @@ pub fn paginate<T>(mut rows: Vec<(i64, T)>, limit: u32) -> (Vec<T>, Option<i64>)
 
 /// A typed handle on one Durable Object instance whose requests are `R`.
 pub struct Client<R> {
-    stub: Stub,
+    stub: ObjectStub,
     request: PhantomData<fn(R)>,
 }
 
 impl<R: Serialize> Client<R> {
     pub fn new(stub: Stub) -> Self {
         Client {
-            stub,
+            stub: stub.into(),
             request: PhantomData,
         }
     }
@@ -66,7 +135,7 @@ impl<R: Serialize> Client<R> {
         send(&self.stub, &op.into()).await
     }
 
-    pub fn stub(&self) -> &Stub {
+    pub fn stub(&self) -> &ObjectStub {
         &self.stub
     }
 }
@@ -134,7 +203,7 @@ macro_rules! ops {
 pub(crate) use ops;
 
 /// Sends a request to a Durable Object and decodes its reply.
-pub async fn send<Op: Serialize, T: DeserializeOwned>(stub: &Stub, op: &Op) -> Result<T> {
+pub async fn send<Op: Serialize, T: DeserializeOwned>(stub: &ObjectStub, op: &Op) -> Result<T> {
     let text = send_text(stub, serde_json::to_string(op)?).await?;
     decode_reply(&text)
 }
@@ -147,23 +216,31 @@ pub fn decode_reply<T: DeserializeOwned>(text: &str) -> Result<T> {
 
 /// Sends an op already in JSON and returns the reply's JSON (an error reply decoded). Not
 /// generic: one copy of the exchange serves every op (the bundle has one, not one per op).
-pub async fn send_text(stub: &Stub, body: String) -> Result<String> {
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(body.into()));
-    let request = Request::new_with_init("https://durable-object/rpc", &init)?;
-    let response = stub.fetch_with_request(request).await?;
-    let status = response.status_code();
-    let text = crate::http::body_text(response).await?;
-    if status == 200 {
-        Ok(text)
-    } else {
-        Err(decode_error(status, text))
+pub async fn send_text(stub: &ObjectStub, body: String) -> Result<String> {
+    let promise = stub.handoff_rpc(&body).map_err(platform)?;
+    let reply = JsFuture::from(promise).await.map_err(platform)?;
+    let Some(mut text) = reply.as_string() else {
+        return Err(Error::internal(
+            "a Durable Object answered something other than text",
+        ));
+    };
+    match text.chars().next() {
+        Some(ANSWER) => {
+            text.remove(0);
+            Ok(text)
+        }
+        Some(FAILURE) => Err(decode_error(500, text.split_off(1))),
+        _ => Err(Error::internal("a Durable Object answered untagged text")),
     }
 }
 
 /// Sends `op` to a Durable Object's `path` and returns its reply unread, for replies that
-/// stream; an error reply is decoded as in [`call`].
-pub async fn call_streaming<Op: Serialize>(stub: &Stub, path: &str, op: &Op) -> Result<Response> {
+/// stream; an error reply is decoded as in [`send_text`].
+pub async fn call_streaming<Op: Serialize>(
+    stub: &ObjectStub,
+    path: &str,
+    op: &Op,
+) -> Result<Response> {
     let body = serde_json::to_string(op)?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(body.into()));
@@ -189,30 +266,53 @@ where
     F: FnOnce(Op) -> Fut,
     Fut: std::future::Future<Output = Result<Response>>,
 {
-    match handle::<Op, _, _, _>(req, handler).await {
+    let outcome = match read_op::<Op>(req).await {
+        Ok(op) => handler(op).await,
+        Err(e) => Err(e),
+    };
+    match outcome {
         Ok(response) => Ok(response),
         Err(error) => Ok(Response::from_json(&error)?.with_status(error.http_status())),
     }
 }
 
-/// Answers a request a Durable Object received: reads the op, runs `handler`, replies.
-pub async fn serve<Op, F, Fut>(req: Request, handler: F) -> worker::Result<Response>
+/// Answers an op a Durable Object received over RPC (see [`export_rpc!`]): decodes it, runs
+/// `handler`, and tags the reply for [`send_text`].
+pub async fn serve_text<Op, F, Fut>(text: String, handler: F) -> String
 where
     Op: DeserializeOwned,
     F: FnOnce(Op) -> Fut,
     Fut: std::future::Future<Output = Result<Encoded>>,
 {
-    reply(handle::<Op, _, _, _>(req, handler).await)
+    let outcome = match serde_json::from_str::<Op>(&text) {
+        Ok(op) => handler(op).await,
+        Err(e) => Err(Error::internal(format!("malformed internal request: {e}"))),
+    };
+    tagged(outcome)
 }
 
-/// Reads the op and runs `handler` on it.
-async fn handle<Op, T, F, Fut>(req: Request, handler: F) -> Result<T>
-where
-    Op: DeserializeOwned,
-    F: FnOnce(Op) -> Fut,
-    Fut: std::future::Future<Output = Result<T>>,
-{
-    handler(read_op::<Op>(req).await?).await
+/// What an object whose ops arrive over RPC answers a `fetch`: nothing is served there.
+pub fn fetch_refused() -> worker::Result<Response> {
+    let error = Error::new(
+        crate::error::ErrorKind::NotFound,
+        "this object takes its ops over RPC, not fetch",
+    );
+    Ok(Response::from_json(&error)?.with_status(error.http_status()))
+}
+
+/// A handler's result as the tagged text [`send_text`] reads.
+fn tagged(outcome: Result<Encoded>) -> String {
+    let (tag, body) = match outcome {
+        Ok(Encoded(text)) => (ANSWER, text),
+        Err(error) => (
+            FAILURE,
+            serde_json::to_string(&error).unwrap_or_else(|_| "{}".to_string()),
+        ),
+    };
+    let mut out = String::with_capacity(body.len() + 1);
+    out.push(tag);
+    out.push_str(&body);
+    out
 }
 
 /// Reads an op from a request a Durable Object received.
@@ -224,12 +324,4 @@ async fn read_op<Op: DeserializeOwned>(req: Request) -> Result<Op> {
 
 async fn read_text(mut req: Request) -> Result<String> {
     Ok(req.text().await?)
-}
-
-/// Turns a handler's result into the response `call` decodes.
-fn reply(result: Result<Encoded>) -> worker::Result<Response> {
-    match result {
-        Ok(Encoded(text)) => Response::ok(text),
-        Err(error) => Ok(Response::from_json(&error)?.with_status(error.http_status())),
-    }
 }

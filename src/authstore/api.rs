@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::names::named_enum;
 use crate::rpc::{self, Ack};
 use serde::{Deserialize, Serialize};
-use worker::{Env, Stub};
+use worker::Env;
 
 /// Binding name of the OAuth store Durable Object namespace (wrangler.toml).
 pub const BINDING: &str = "AUTH";
@@ -208,12 +208,12 @@ pub struct AccessGrant {
 
 /// A handle on the deployment's OAuth store.
 pub struct AuthStore {
-    stub: Stub,
+    stub: rpc::ObjectStub,
 }
 
 impl AuthStore {
     pub fn get(env: &Env) -> Result<AuthStore> {
-        let stub = env.durable_object(BINDING)?.get_by_name(INSTANCE)?;
+        let stub = env.durable_object(BINDING)?.get_by_name(INSTANCE)?.into();
         Ok(AuthStore { stub })
     }
 

@@ -44,8 +44,8 @@ impl DurableObject for AuthStoreObject {
         }
     }
 
-    async fn fetch(&self, req: Request) -> worker::Result<Response> {
-        rpc::serve(req, |envelope: Envelope| self.handle(envelope)).await
+    async fn fetch(&self, _req: Request) -> worker::Result<Response> {
+        rpc::fetch_refused()
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
@@ -56,6 +56,10 @@ impl DurableObject for AuthStoreObject {
         Response::ok("")
     }
 }
+
+rpc::export_rpc!(AuthStoreObject, |store, text| {
+    rpc::serve_text(text, |envelope: Envelope| store.handle(envelope)).await
+});
 
 impl AuthStoreObject {
     async fn handle(&self, envelope: Envelope) -> Result<Encoded> {

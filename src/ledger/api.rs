@@ -12,7 +12,7 @@ use crate::sandboxes::{SandboxSummary, Status};
 use crate::time::now_ms;
 use crate::workers::{Approval, Decision};
 use serde::{Deserialize, Serialize};
-use worker::{Env, Stub};
+use worker::Env;
 
 /// Binding name of the ledger Durable Object namespace (wrangler.toml).
 pub const BINDING: &str = "LEDGER";
@@ -235,13 +235,13 @@ pub struct Transitioned {
 
 /// A handle on the deployment's ledger.
 pub struct Ledger {
-    stub: Stub,
+    stub: rpc::ObjectStub,
     mcp_session: Option<McpSessionRef>,
 }
 
 impl Ledger {
     pub fn get(env: &Env) -> Result<Ledger> {
-        let stub = env.durable_object(BINDING)?.get_by_name(INSTANCE)?;
+        let stub = env.durable_object(BINDING)?.get_by_name(INSTANCE)?.into();
         Ok(Ledger {
             stub,
             mcp_session: None,

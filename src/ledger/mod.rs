@@ -60,12 +60,8 @@ impl DurableObject for RunLedger {
         }
     }
 
-    async fn fetch(&self, req: Request) -> worker::Result<Response> {
-        rpc::serve(req, |envelope: Envelope| async move {
-            let call = handler::Call::new(self, envelope.mcp_session).await?;
-            envelope.op.dispatch(&call).await
-        })
-        .await
+    async fn fetch(&self, _req: Request) -> worker::Result<Response> {
+        rpc::fetch_refused()
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
@@ -78,6 +74,14 @@ impl DurableObject for RunLedger {
         Response::ok("")
     }
 }
+
+rpc::export_rpc!(RunLedger, |ledger, text| {
+    rpc::serve_text(text, |envelope: Envelope| async move {
+        let call = handler::Call::new(ledger, envelope.mcp_session).await?;
+        envelope.op.dispatch(&call).await
+    })
+    .await
+});
 
 impl RunLedger {
     fn sql(&self) -> SqlStorage {

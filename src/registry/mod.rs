@@ -38,19 +38,8 @@ impl DurableObject for WorkerRegistry {
         Self { state, env }
     }
 
-    async fn fetch(&self, req: Request) -> worker::Result<Response> {
-        rpc::serve(req, |request: RegistryRequest| async move {
-            let call = handler::Call {
-                env: &self.env,
-                sql: self.state.storage().sql(),
-                now: now_ms(),
-            };
-            let value = request.dispatch(&call).await?;
-            // Deploys, rollbacks and deletes move schedules: keep the alarm on the earliest.
-            self.reschedule(None).await?;
-            Ok(value)
-        })
-        .await
+    async fn fetch(&self, _req: Request) -> worker::Result<Response> {
+        rpc::fetch_refused()
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
@@ -69,6 +58,21 @@ impl DurableObject for WorkerRegistry {
         Response::ok("")
     }
 }
+
+rpc::export_rpc!(WorkerRegistry, |registry, text| {
+    rpc::serve_text(text, |request: RegistryRequest| async move {
+        let call = handler::Call {
+            env: &registry.env,
+            sql: registry.state.storage().sql(),
+            now: now_ms(),
+        };
+        let value = request.dispatch(&call).await?;
+        // Deploys, rollbacks and deletes move schedules: keep the alarm on the earliest.
+        registry.reschedule(None).await?;
+        Ok(value)
+    })
+    .await
+});
 
 impl WorkerRegistry {
     /// Starts one run for each due schedule; true when one could not be started (retry soon).

@@ -88,7 +88,7 @@ impl DurableObject for SandboxObject {
             })
             .await;
         }
-        rpc::serve(req, |request: SandboxRequest| request.dispatch(self)).await
+        rpc::fetch_refused()
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
@@ -98,6 +98,10 @@ impl DurableObject for SandboxObject {
         Response::ok("")
     }
 }
+
+rpc::export_rpc!(SandboxObject, |sandbox, text| {
+    rpc::serve_text(text, |request: SandboxRequest| request.dispatch(sandbox)).await
+});
 
 impl SandboxObject {
     fn sql(&self) -> SqlStorage {

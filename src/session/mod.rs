@@ -49,8 +49,8 @@ impl DurableObject for WorkSession {
         Self { state, env }
     }
 
-    async fn fetch(&self, req: Request) -> worker::Result<Response> {
-        rpc::serve(req, |request: SessionRequest| request.dispatch(self)).await
+    async fn fetch(&self, _req: Request) -> worker::Result<Response> {
+        rpc::fetch_refused()
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
@@ -84,6 +84,10 @@ impl DurableObject for WorkSession {
         Response::ok("")
     }
 }
+
+rpc::export_rpc!(WorkSession, |session, text| {
+    rpc::serve_text(text, |request: SessionRequest| request.dispatch(session)).await
+});
 
 impl WorkSession {
     fn driver(&self) -> Result<Option<Driver<'_>>> {

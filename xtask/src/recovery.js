@@ -5,7 +5,8 @@
 // arguments before it is used. worker-build does that with a Proxy around every object and a new
 // Proxy around every method on each access (`this.env` included), several allocations and traps
 // per request; here each class's methods are wrapped once, on its prototype.
-// Uses worker-build's own `initState`, `checkReinitialize` and `handleMaybeCritical`.
+// Uses worker-build's own `initState`, `checkReinitialize` and `handleMaybeCritical`, and
+// `HandoffDurableObject`, imported by xtask/src/shim.rs.
 
 const handoffBuiltWith = new WeakMap();
 const handoffWrapped = new WeakSet();
@@ -74,7 +75,14 @@ const handoffConstructHook = {
 
 // A class whose objects hold pointers into the module (the Durable Objects): built through one
 // construct hook that remembers the arguments to build them again after a reset.
+// A class that exports `handoffRpc` (src/rpc.rs) takes its ops over JS RPC, which the runtime
+// serves only for classes deriving from `DurableObject`: its prototype chain is pointed there
+// (what worker-build itself does for the classes of its other shim).
 function handoffObjectClass(ctor) {
+  if (typeof ctor.prototype.handoffRpc === "function") {
+    Object.setPrototypeOf(ctor.prototype, HandoffDurableObject.prototype);
+    Object.setPrototypeOf(ctor, HandoffDurableObject);
+  }
   handoffWrapMethods(ctor);
   return new Proxy(ctor, handoffConstructHook);
 }

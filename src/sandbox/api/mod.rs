@@ -165,7 +165,7 @@ pub async fn exec_stream(client: &SandboxClient, request: ExecRequest) -> Result
 
 /// Passes an HTTP request for a preview through to the sandbox's port.
 pub async fn preview(client: &SandboxClient, req: Request) -> Result<Response> {
-    Ok(client.stub().fetch_with_request(req).await?)
+    client.stub().fetch_with_request(req).await
 }
 
 #[cfg(test)]
