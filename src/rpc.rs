@@ -65,11 +65,7 @@ const FAILURE: char = 'e';
 /// it a `DurableObject`, which the runtime requires of an RPC target.
 macro_rules! export_rpc {
     ($class:ty, |$object:ident, $text:ident| $body:expr) => {
-        #[::wasm_bindgen::prelude::wasm_bindgen(
-                    wasm_bindgen = ::wasm_bindgen,
-                    wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
-                    js_sys = ::worker::js_sys
-                )]
+        #[::wasm_bindgen::prelude::wasm_bindgen(js_sys = ::worker::js_sys, wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
         impl $class {
             #[wasm_bindgen(js_name = handoffRpc)]
             pub async fn handoff_rpc(&self, $text: String) -> String {
