@@ -235,10 +235,8 @@ fn parse_params<T: DeserializeOwned>(
     method: &str,
     params: Option<Map<String, Value>>,
 ) -> Result<T, RpcError> {
-    let value = Value::Object(params.unwrap_or_default());
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
+    crate::json_path::decode(params.unwrap_or_default()).map_err(|e| {
+        let (path, inner) = (e.path, e.message);
         let message = if path == "." {
             format!("invalid params for {method}: {inner}")
         } else {

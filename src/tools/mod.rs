@@ -128,10 +128,8 @@ fn parse_arguments<P: DeserializeOwned>(
     tool: &str,
     arguments: Option<Map<String, Value>>,
 ) -> std::result::Result<P, CallError> {
-    let value = Value::Object(arguments.unwrap_or_default());
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
+    crate::json_path::decode(arguments.unwrap_or_default()).map_err(|e| {
+        let (path, inner) = (e.path, e.message);
         CallError::InvalidArguments(if path == "." {
             format!("invalid arguments for {tool}: {inner}")
         } else {

@@ -206,7 +206,9 @@ impl ToolHandler for Computer {
         let ttl = super::sandbox_params::preview_ttl(p.expires_in_seconds)?;
         let client = sandbox(ctx, &p.sandbox_id).await?;
         let reply = client
-            .call(Desktop { action })
+            .call(Desktop {
+                action: serde_json::to_value(&action)?,
+            })
             .await
             .map_err(not_found_hint)?;
         let expires_at = crate::time::now_ms() / 1000 + i64::from(ttl);

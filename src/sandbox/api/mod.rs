@@ -7,7 +7,7 @@ pub mod port_watch;
 use crate::error::Result;
 use crate::rpc::{self, Ack};
 use crate::sandboxes::SandboxRecord;
-use handoff_wire::desktop::{DesktopAction, DesktopReply};
+use handoff_wire::desktop::DesktopReply;
 use handoff_wire::{
     EgressLog, Encoding, ExecRequest, ExecResult, FileContent, FileList, FileWritten, GitClone,
     PortInfo, ProcessInfo, ProcessLogs, SandboxSpec, SandboxState, StartProcess, Verdict,
@@ -68,8 +68,10 @@ rpc::ops! {
         /// Attaches a secret (by name) for `hosts`, or changes its hosts; `None` detaches it.
         secret: Secret { name: String, hosts: Option<Vec<String>> } => SandboxInfo;
         exec: Exec { request: ExecRequest } => ExecResult;
-        /// An action on the sandbox's desktop, answered with the screen after it.
-        desktop: Desktop { action: DesktopAction } => DesktopReply;
+        /// An action on the sandbox's desktop, answered with the screen after it. The action is a
+        /// `handoff_wire::desktop::DesktopAction` as JSON (built typed by the tool, decoded by
+        /// the daemon); the object only passes it on, so its decoder stays out of the Worker.
+        desktop: Desktop { action: Value } => DesktopReply;
         /// A file's content; `max` asks for a larger cap than the daemon's default (at most
         /// `LARGE_READ_CAP`).
         read_file: ReadFile { path: String, encoding: Encoding, max: Option<u64> } => FileContent;

@@ -280,10 +280,11 @@ impl Daemon {
             .await
     }
 
-    /// Does something on the sandbox's desktop (started on demand) and answers its screen.
+    /// Does something on the sandbox's desktop (started on demand) and answers its screen;
+    /// `action` is a `handoff_wire::desktop::DesktopAction` as JSON.
     pub async fn desktop(
         &self,
-        action: &handoff_wire::desktop::DesktopAction,
+        action: &serde_json::Value,
     ) -> Result<handoff_wire::desktop::DesktopReply> {
         // Starting the desktop, the longest wait and the screenshot.
         let limit = Duration::from_secs(60);

@@ -51,6 +51,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "forge",
             "html",
             "http",
+            "json_path",
             "jwt",
             "links",
             "mac",
