@@ -4,12 +4,12 @@
 //! how many runs one host completes at once.
 
 use crate::cpu::CpuSnapshot;
+use crate::memory::{self, Sampler, WorkerSide};
 use crate::stats::verdict;
 use handoff_tests::stack::{RunStack, CANARY_ANTHROPIC_KEY};
-use handoff_tests::{root, Mcp};
+use handoff_tests::{procs, root, Mcp};
 use serde_json::{json, Value};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,34 +49,29 @@ pub async fn run() {
 
     // Memory while an agent works (the slow-fix script waits 8 s before its first reply).
     let repo = stack.broken_repo("bench-memory");
-    let sampling = Arc::new(AtomicBool::new(true));
-    let daemon_peak = Arc::new(AtomicU64::new(0));
-    let agent_peak = Arc::new(AtomicU64::new(0));
     let daemon_pid = stack.daemon().pgid().unwrap_or(0) as u32;
-    let sampler = {
-        let (sampling, daemon_peak, agent_peak) =
-            (sampling.clone(), daemon_peak.clone(), agent_peak.clone());
-        std::thread::spawn(move || {
-            while sampling.load(Ordering::SeqCst) {
-                daemon_peak.fetch_max(rss_kib(daemon_pid), Ordering::SeqCst);
-                agent_peak.fetch_max(opencode_rss_kib(), Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        })
-    };
+    let worker_pgid = stack.worker.pgid().unwrap_or(-1);
+    let health = stack.worker.url("/health");
+    let heap_before = memory::wasm_heap_mib(&mcp, &health).await;
+    let served_before = stack.worker.requests_served();
+    let sampler = Sampler::start(daemon_pid as i32, worker_pgid);
     let (memory_run, _) = run_task(
         &mcp,
         json!({"task": "Fix it slowly. [scenario:slow-fix]", "repository": repo}),
     )
     .await;
     wait(&mcp, &memory_run).await;
-    sampling.store(false, Ordering::SeqCst);
-    let _ = sampler.join();
+    let (start, peak) = sampler.finish();
     println!(
         "peak resident memory during a run: daemon {:.1} MiB, OpenCode {:.0} MiB",
-        daemon_peak.load(Ordering::SeqCst) as f64 / 1024.0,
-        agent_peak.load(Ordering::SeqCst) as f64 / 1024.0
+        peak.daemon as f64 / 1024.0,
+        peak.largest_agent as f64 / 1024.0
     );
+    let worker = WorkerSide {
+        wasm: (heap_before, memory::wasm_heap_mib(&mcp, &health).await),
+        requests: stack.worker.requests_served() - served_before,
+    };
+    println!("  {}", memory::growth_line(start, peak, 1, worker));
 
     // Concurrent runs, each in its own session and sandbox, followed as a client would.
     let mut one = None;
@@ -86,6 +81,9 @@ pub async fn run() {
             .collect();
         let started = Instant::now();
         let cpu_before = CpuSnapshot::take(daemon_pid);
+        let heap_before = memory::wasm_heap_mib(&mcp, &health).await;
+        let served_before = stack.worker.requests_served();
+        let sampler = Sampler::start(daemon_pid as i32, worker_pgid);
         let mut handles = Vec::new();
         for repo in repos {
             let mcp = mcp.clone();
@@ -109,10 +107,16 @@ pub async fn run() {
             if n == 8 { "; target ≤ 3×" } else { "" },
             verdict(completed == n && (n < 8 || secs <= 3.0 * single))
         );
+        let (start, peak) = sampler.finish();
         println!(
             "  {}",
             cpu_before.spent_until(&CpuSnapshot::take(daemon_pid), n)
         );
+        let worker = WorkerSide {
+            wasm: (heap_before, memory::wasm_heap_mib(&mcp, &health).await),
+            requests: stack.worker.requests_served() - served_before,
+        };
+        println!("  {}", memory::growth_line(start, peak, n, worker));
     }
     // The same 8-against-1 measure for OpenCode alone: what the target leaves for handoff.
     match (bare_opencode_at_once(&stack, 1), bare_opencode_at_once(&stack, 8)) {
@@ -449,40 +453,19 @@ fn children_cpu_secs() -> f64 {
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// The largest resident set of any OpenCode process on the host (sandboxes' included).
-fn opencode_rss_kib() -> u64 {
-    opencode_pids().into_iter().map(rss_kib).max().unwrap_or(0)
-}
-
 /// How many OpenCode servers run on the host, and their resident memory together.
 fn opencode_servers() -> (usize, u64) {
-    let pids = opencode_pids();
-    (pids.len(), pids.into_iter().map(rss_kib).sum())
+    let servers: Vec<_> = procs::all()
+        .into_iter()
+        .filter(|p| memory::is_opencode(p.pid))
+        .collect();
+    (servers.len(), servers.iter().map(|p| p.rss_kib).sum())
 }
 
 fn opencode_pids() -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| crate::cpu::is_opencode(&c))
-                .unwrap_or(false)
-        })
+    procs::all()
+        .into_iter()
+        .filter(|p| memory::is_opencode(p.pid))
+        .map(|p| p.pid as u32)
         .collect()
 }

@@ -7,6 +7,7 @@ mod containers;
 mod cpu;
 mod lifecycle;
 mod load;
+mod memory;
 mod oauth;
 mod profile;
 mod runs;

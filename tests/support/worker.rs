@@ -249,6 +249,15 @@ impl Worker {
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
+    /// How many requests wrangler has logged as served so far (its `[wrangler:info] GET /path
+    /// 200 OK` lines: requests from outside, not the Worker's calls to its objects).
+    pub fn requests_served(&self) -> usize {
+        let text = std::fs::read_to_string(self.dir.join("wrangler.log")).unwrap_or_default();
+        text.lines()
+            .filter(|l| l.contains("[wrangler:info]") && l.contains(" /"))
+            .count()
+    }
+
     /// Stops the whole process group and waits for it.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
