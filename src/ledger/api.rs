@@ -75,6 +75,14 @@ rpc::ops! {
         subscribe: Subscribe { uri: String, run_id: String } => Ack;
         unsubscribe: Unsubscribe { uri: String } => Ack;
         get_run: GetRun { run_id: String } => RunRecord;
+        /// The run once it was written after `after` (its `updated_at`; with `until_terminal`,
+        /// once it has ended), or as it is after `wait_ms` (at most [`MAX_AWAIT_MS`]).
+        await_run: AwaitRun {
+            run_id: String,
+            after: i64,
+            wait_ms: u32,
+            until_terminal: bool,
+        } => RunRecord;
         /// The work session's run in progress (starting or running); not found when none is.
         session_run: SessionRun { session_id: String } => RunRecord;
         /// A spare session is prepared: from now on it may be handed out.
@@ -141,6 +149,9 @@ rpc::ops! {
         } => Transitioned;
     }
 }
+
+/// The longest one `await_run` waits: the caller's request stays open meanwhile.
+pub const MAX_AWAIT_MS: u32 = 10_000;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct OpenedMcpSession {

@@ -8,7 +8,9 @@ use crate::ids;
 use crate::rpc::Ack;
 use crate::runs::{RunError, RunErrorCode, RunRecord, RunStatus};
 use crate::time::{now_ms, rfc3339};
-use worker::SqlStorage;
+use futures::future::select;
+use std::time::Duration;
+use worker::{Delay, SqlStorage};
 
 pub(super) struct Call<'a> {
     ledger: &'a RunLedger,
@@ -149,6 +151,22 @@ impl LedgerHandler for Call<'_> {
         find_run(&self.sql, &op.run_id)
     }
 
+    async fn await_run(&self, op: AwaitRun) -> Result<RunRecord> {
+        let deadline = self.now + i64::from(op.wait_ms.min(MAX_AWAIT_MS));
+        loop {
+            let run = find_run(&self.sql, &op.run_id)?;
+            let ready =
+                run.status.is_terminal() || (!op.until_terminal && run.updated_at > op.after);
+            let left = deadline - now_ms();
+            if ready || left <= 0 {
+                return Ok(run);
+            }
+            let woken = self.ledger.waiters.register(&op.run_id);
+            let timer = Delay::from(Duration::from_millis(left as u64));
+            let _ = select(woken, timer).await;
+        }
+    }
+
     async fn spare_ready(&self, op: SpareReady) -> Result<Ack> {
         store::spare_ready(&self.sql, &op.session_id)?;
         Ok(Ack {})
@@ -190,6 +208,7 @@ impl LedgerHandler for Call<'_> {
         };
         let (_, changed) =
             store::transition(sql, run_id, RunStatus::Cancelled, Some(&error), None, now)?;
+        self.wrote(run_id);
         if changed {
             self.ledger.notify_session_of_end(&before).await;
             self.ledger.reschedule().await?;
@@ -209,6 +228,7 @@ impl LedgerHandler for Call<'_> {
             op.outcome.as_ref(),
             self.now,
         )?;
+        self.wrote(&op.run_id);
         if applied {
             self.ledger.reschedule().await?;
         }
@@ -246,12 +266,14 @@ impl LedgerHandler for Call<'_> {
 
     async fn worker_log(&self, op: WorkerLog) -> Result<Transitioned> {
         let applied = store::set_live_log(&self.sql, &op.run_id, &op.text, self.now)?;
+        self.wrote(&op.run_id);
         let status = find_run(&self.sql, &op.run_id)?.status;
         Ok(Transitioned { status, applied })
     }
 
     async fn await_approval(&self, op: AwaitApproval) -> Result<Transitioned> {
         let applied = store::await_approval(&self.sql, &op.run_id, &op.approval, self.now)?;
+        self.wrote(&op.run_id);
         let status = find_run(&self.sql, &op.run_id)?.status;
         if applied {
             self.ledger.reschedule().await?;
@@ -268,6 +290,7 @@ impl LedgerHandler for Call<'_> {
             op.reason.as_deref(),
             self.now,
         )?;
+        self.wrote(&op.run_id);
         // The session waits at the gate: wake it to go on, or to clean up.
         if run.status.is_terminal() {
             self.ledger.notify_session_of_end(&run).await;
@@ -280,6 +303,7 @@ impl LedgerHandler for Call<'_> {
 
     async fn artifact_settled(&self, op: ArtifactSettled) -> Result<Ack> {
         store::settle_artifact(&self.sql, &op.run_id, op.artifact, op.stored, self.now)?;
+        self.wrote(&op.run_id);
         Ok(Ack {})
     }
 
@@ -297,6 +321,7 @@ impl LedgerHandler for Call<'_> {
             op.detail.as_ref(),
             self.now,
         )?;
+        self.wrote(&op.run_id);
         Ok(Transitioned { status, applied })
     }
 
@@ -410,6 +435,11 @@ impl LedgerHandler for Call<'_> {
 }
 
 impl Call<'_> {
+    /// Wakes the calls waiting for `run_id` to change (`await_run`).
+    fn wrote(&self, run_id: &str) {
+        self.ledger.waiters.wake(run_id);
+    }
+
     fn find_task(&self, id: &str) -> Result<TaskRecord> {
         store::get_task(&self.sql, id, self.now)?
             .map(task_record)

@@ -7,6 +7,7 @@ mod callbacks;
 mod handler;
 mod live_sessions;
 mod store;
+mod waiters;
 
 use crate::config;
 use crate::error::{Error, Result};
@@ -45,6 +46,8 @@ pub struct RunLedger {
     alarm_at: Cell<Option<i64>>,
     /// The MCP sessions this instance found live (the rows' mirror, see `live_sessions`).
     live_sessions: live_sessions::LiveSessions,
+    /// Calls waiting for a run to change (`await_run`).
+    waiters: waiters::Waiters,
 }
 
 impl DurableObject for RunLedger {
@@ -57,6 +60,7 @@ impl DurableObject for RunLedger {
             env,
             alarm_at: Cell::new(None),
             live_sessions: live_sessions::LiveSessions::default(),
+            waiters: waiters::Waiters::default(),
         }
     }
 
@@ -193,6 +197,7 @@ impl RunLedger {
             let (_, applied) =
                 store::transition(&sql, &run.id, RunStatus::Failed, Some(&error), None, now)?;
             if applied {
+                self.waiters.wake(&run.id);
                 self.notify_session_of_end(&run).await;
             }
         }

@@ -1,29 +1,27 @@
-//! `GET /runs/<runId>/events`: the run page's live parts as server-sent events. The stream reads
-//! the ledger once a second and sends an `update` event — the parts' HTML by element id — when
-//! the run changed; it ends when the run has ended (the page then reloads for the answer and
-//! the diff) or after [`LIFETIME`] (the browser reconnects by itself).
+//! `GET /runs/<runId>/events`: the run page's live parts as server-sent events. The stream waits
+//! in the ledger for the run to be written (`await_run`) and sends an `update` event — the parts'
+//! HTML by element id — as soon as it changed, or a keep-alive comment when [`QUIET_MS`] passed
+//! without a change; it ends when the run has ended (the page then reloads for the answer and
+//! the diff) or after [`LIFETIME_MS`] (the browser reconnects by itself).
 
 use super::parts;
 use crate::error::Result;
-use crate::ledger::api::{GetRun, Ledger};
+use crate::ledger::api::{AwaitRun, Ledger, MAX_AWAIT_MS};
 use crate::runs::RunRecord;
 use crate::time::now_ms;
 use futures::StreamExt;
 use serde_json::json;
-use std::time::Duration;
-use worker::{Delay, Env, Response};
+use worker::{Env, Response};
 
-const POLL: Duration = Duration::from_secs(1);
 const LIFETIME_MS: i64 = 5 * 60 * 1000;
-/// A comment after this many quiet reads keeps proxies from closing the stream.
-const KEEP_ALIVE_POLLS: u32 = 15;
+/// A comment after this long without a change keeps proxies from closing the stream.
+const QUIET_MS: u32 = MAX_AWAIT_MS;
 
 struct State {
     ledger: Ledger,
     run_id: String,
     seen: Option<(i64, String)>,
     started: i64,
-    quiet: u32,
     over: bool,
 }
 
@@ -33,35 +31,30 @@ pub fn events(env: &Env, run_id: &str) -> Result<Response> {
         run_id: run_id.to_string(),
         seen: None,
         started: now_ms(),
-        quiet: 0,
         over: false,
     };
     let first = futures::stream::once(async { b"retry: 3000\n\n".to_vec() });
     let updates = futures::stream::unfold(state, |mut state| async move {
-        loop {
-            if state.over || now_ms() - state.started > LIFETIME_MS {
-                return None;
-            }
-            let get = GetRun {
-                run_id: state.run_id.clone(),
-            };
-            let Ok(run) = state.ledger.call(get).await else {
-                return None;
-            };
-            let key = (run.updated_at, run.status.as_str().to_string());
-            if state.seen.as_ref() != Some(&key) {
-                state.seen = Some(key);
-                state.quiet = 0;
-                state.over = run.status.is_terminal();
-                return Some((update(&run), state));
-            }
-            state.quiet += 1;
-            if state.quiet >= KEEP_ALIVE_POLLS {
-                state.quiet = 0;
-                return Some((b": keep-alive\n\n".to_vec(), state));
-            }
-            Delay::from(POLL).await;
+        if state.over || now_ms() - state.started > LIFETIME_MS {
+            return None;
         }
+        // The first call answers at once (nothing seen yet).
+        let wait = AwaitRun {
+            run_id: state.run_id.clone(),
+            after: state.seen.as_ref().map_or(i64::MIN, |(at, _)| *at),
+            wait_ms: QUIET_MS,
+            until_terminal: false,
+        };
+        let Ok(run) = state.ledger.call(wait).await else {
+            return None;
+        };
+        let key = (run.updated_at, run.status.as_str().to_string());
+        if state.seen.as_ref() == Some(&key) {
+            return Some((b": keep-alive\n\n".to_vec(), state));
+        }
+        state.seen = Some(key);
+        state.over = run.status.is_terminal();
+        Some((update(&run), state))
     });
     let body = first.chain(updates).map(Ok::<Vec<u8>, worker::Error>);
     let mut response = Response::from_stream(body)?;

@@ -206,7 +206,7 @@ impl ToolHandler for CancelRun {
                 principal: ctx.principal.id.clone(),
             })
             .await
-            .map_err(|e| hint(e, ErrorKind::NotFound, RUN_NOT_FOUND_HINT))?;
+            .map_err(not_found_hint)?;
         let run = cancelled.run;
         let message = if cancelled.changed {
             format!("Run {} cancelled.", run.id)
@@ -272,7 +272,12 @@ pub(super) async fn fetch_run(ctx: &Ctx<'_>, run_id: &str) -> Result<RunRecord> 
             run_id: run_id.to_string(),
         })
         .await
-        .map_err(|e| hint(e, ErrorKind::NotFound, RUN_NOT_FOUND_HINT))
+        .map_err(not_found_hint)
+}
+
+/// A ledger error about a run, an unknown run saying how to find runs.
+pub(super) fn not_found_hint(error: Error) -> Error {
+    hint(error, ErrorKind::NotFound, RUN_NOT_FOUND_HINT)
 }
 
 /// A run as the tools show it, with a fresh link to its page.

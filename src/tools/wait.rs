@@ -1,23 +1,27 @@
 //! `opencode_wait`: one tool call that follows a run for up to 50 seconds, so a client without
-//! MCP tasks (a phone, say) polls far less. It reads the run from the ledger every
-//! [`POLL_MS`], returns as soon as the run moved on, and reports what it sees as progress.
+//! MCP tasks (a phone, say) polls far less. It waits inside the ledger (`await_run`), which
+//! answers as soon as the run is written (or, for `untilDone`, ends), at the latest after
+//! [`SLICE_MS`]; it returns as soon as the run moved on, and between slices reports what it
+//! sees as progress. One ledger call per write of the run or per slice, not one a second.
 
 use super::params::{check_id, WaitParams};
-use super::runs::{fetch_run, read_only, view};
+use super::runs::{fetch_run, not_found_hint, read_only, view};
 use super::views::WaitOutput;
 use super::{Ctx, ToolHandler};
 use crate::error::Result;
 use crate::ids;
+use crate::ledger::api::{AwaitRun, MAX_AWAIT_MS};
 use crate::runs::RunRecord;
 use crate::time::now_ms;
 use rmcp::model::ToolAnnotations;
-use std::time::Duration;
-use worker::Delay;
 
 pub struct Wait;
 
-/// How often the run is read while waiting.
-const POLL_MS: u64 = 1_000;
+/// The longest the ledger is asked to wait at once: at least this often the wait reports progress.
+const SLICE_MS: u32 = 5_000;
+const _: () = assert!(SLICE_MS <= MAX_AWAIT_MS);
+/// Less time than this left and the wait ends rather than asking the ledger again.
+const MIN_SLICE_MS: u64 = 100;
 
 /// What counts as the run moving on: its status, phase, progress message or step count. (The
 /// driver repeats an unchanged progress line now and then to feed the watchdog; that is no change.)
@@ -71,12 +75,18 @@ impl ToolHandler for Wait {
         if !run.status.is_terminal() {
             loop {
                 let waited = (now_ms() - started).max(0) as u64;
-                if waited + POLL_MS > timeout_ms {
+                let left = timeout_ms.saturating_sub(waited);
+                if left < MIN_SLICE_MS {
                     break;
                 }
                 ctx.report(&waiting_line(&run, waited));
-                Delay::from(Duration::from_millis(POLL_MS)).await;
-                run = fetch_run(ctx, &params.run_id).await?;
+                let op = AwaitRun {
+                    run_id: params.run_id.clone(),
+                    after: run.updated_at,
+                    wait_ms: left.min(u64::from(SLICE_MS)) as u32,
+                    until_terminal: until_done,
+                };
+                run = ctx.ledger.call(op).await.map_err(not_found_hint)?;
                 if moved_on(&first, &run, until_done) {
                     changed = true;
                     break;

@@ -1,4 +1,4 @@
-//! `cargo xtask bench [runs|sandboxes|containers|agent|agent-spare|oauth|workers|load|soak|profile]`: starts fresh local stacks and prints figures — what was
+//! `cargo xtask bench [runs|sandboxes|containers|agent|agent-spare|oauth|workers|load|wait|soak|profile]`: starts fresh local stacks and prints figures — what was
 //! measured and how it compares with the targets. It never fails on a target.
 
 mod agent;
@@ -16,6 +16,7 @@ mod sandboxes;
 mod soak;
 mod stats;
 mod ts_sdk;
+mod wait;
 mod workers;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -39,10 +40,12 @@ async fn main() {
         "oauth" => oauth::run().await,
         "workers" => workers::run().await,
         "load" => load::run().await,
+        "wait" => wait::run().await,
         "soak" => soak::run().await,
         "profile" => profile::run(&args[1..]).await,
         "all" => {
             runs::run().await;
+            wait::run().await;
             sandboxes::run().await;
             agent::run().await;
             oauth::run().await;
@@ -50,7 +53,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "bench: unknown benchmark {other:?}; use runs, bundle, sandboxes, containers, agent, agent-spare, agent-cold [N], oauth, workers, load, soak, profile or all"
+                "bench: unknown benchmark {other:?}; use runs, bundle, sandboxes, containers, agent, agent-spare, agent-cold [N], oauth, workers, load, wait, soak, profile or all"
             );
             std::process::exit(2);
         }

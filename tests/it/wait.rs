@@ -6,7 +6,7 @@ use crate::sandboxes::call_streamed;
 use handoff_tests::runs::terminal;
 use handoff_tests::{stack, Mcp};
 use serde_json::json;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[tokio::test]
 async fn a_wait_on_an_ended_run_answers_at_once() {
@@ -107,23 +107,29 @@ async fn a_wait_on_a_quiet_run_times_out_unchanged_and_reports_progress_meanwhil
         "waited {waited} ms: {last}"
     );
 
-    // A wait ends as soon as the run does: cancel it three seconds into a 40 s wait.
+    // A wait ends as soon as the run does, woken by the write rather than at its next look:
+    // cancel it 5.5 s into a 40 s wait, just after the wait asked the ledger again (it does at
+    // the latest every 5 s), and it answers right after the cancel, not seconds later.
+    let asked = Instant::now();
     let wait = mcp.call_ok(
         "opencode_wait",
         json!({"runId": run_id, "untilDone": true, "timeoutSeconds": 40}),
     );
     let cancel = async {
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        mcp.call_ok("opencode_cancel_run", json!({"runId": run_id}))
-            .await
+        tokio::time::sleep(Duration::from_millis(5_500)).await;
+        let cancelled = mcp
+            .call_ok("opencode_cancel_run", json!({"runId": run_id}))
+            .await;
+        (cancelled, asked.elapsed())
     };
-    let (ended, cancelled) = tokio::join!(wait, cancel);
+    let (ended, (cancelled, cancelled_after)) = tokio::join!(wait, cancel);
     assert_eq!(cancelled["cancelled"], true, "{cancelled:#}");
     assert_eq!(ended["changed"], true, "{ended:#}");
     assert_eq!(ended["run"]["status"], "cancelled", "{ended:#}");
     let waited = ended["waitedMs"].as_u64().unwrap();
+    let cancelled_after = cancelled_after.as_millis() as u64;
     assert!(
-        (2_000..20_000).contains(&waited),
-        "waited {waited} ms: {ended:#}"
+        (5_000..cancelled_after + 2_000).contains(&waited),
+        "waited {waited} ms, cancelled after {cancelled_after} ms: {ended:#}"
     );
 }

@@ -1,0 +1,80 @@
+//! `cargo xtask bench wait`: how soon `opencode_wait` answers once its run ends. A fresh local
+//! Worker without a sandbox backend, so each run fails moments after it starts; a wait asked
+//! for right after `opencode_run_task` follows it (`untilDone`). The lag is the time between
+//! the run's `completedAt` and the wait's answer reaching the client, both on this host's clock
+//! (the answer's trip back is in it).
+
+use crate::lifecycle::p50;
+use handoff_tests::{Mcp, Worker, WorkerOptions};
+use serde_json::json;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const ROUNDS: usize = 30;
+const DAY_MS: i64 = 86_400_000;
+
+pub async fn run() {
+    println!("\n== opencode_wait: from the run's end to the answer ==");
+    let worker = Worker::start(WorkerOptions::default());
+    let mcp = Mcp::connect(&worker.url("")).await;
+    let mut lags = Vec::new();
+    let mut ended_first = 0;
+    for i in 0..ROUNDS {
+        let (run_id, _) = mcp.start_run(&format!("wait bench {i}")).await;
+        let waited = mcp
+            .call_ok(
+                "opencode_wait",
+                json!({"runId": run_id, "untilDone": true, "timeoutSeconds": 30}),
+            )
+            .await;
+        let received = now_ms_of_day();
+        // A run that ended before the wait began says nothing about waking.
+        if waited["changed"] != true {
+            ended_first += 1;
+            continue;
+        }
+        let Some(completed) = waited["run"]["completedAt"].as_str().and_then(ms_of_day) else {
+            continue;
+        };
+        lags.push((received - completed).rem_euclid(DAY_MS) as f64);
+    }
+    if lags.is_empty() {
+        println!("no run ended while a wait followed it ({ended_first} ended first)");
+        return;
+    }
+    let n = lags.len();
+    let median = p50(&mut lags);
+    println!(
+        "answered {median:.0} ms after the run ended (median of {n}; max {:.0} ms; {ended_first} \
+         runs had ended before their wait began)",
+        lags[n - 1]
+    );
+}
+
+/// Milliseconds since midnight UTC now.
+fn now_ms_of_day() -> i64 {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    ms.rem_euclid(DAY_MS)
+}
+
+/// Milliseconds since midnight of an RFC 3339 time as handoff writes it (`…THH:MM:SS.mmmZ`).
+fn ms_of_day(rfc3339: &str) -> Option<i64> {
+    let time = rfc3339.split_once('T')?.1.strip_suffix('Z')?;
+    let (hms, millis) = time.split_once('.')?;
+    let mut parts = hms.split(':').map(|p| p.parse::<i64>().ok());
+    let (h, m, s) = (parts.next()??, parts.next()??, parts.next()??);
+    Some(((h * 60 + m) * 60 + s) * 1000 + millis.parse::<i64>().ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reads_the_time_of_day_handoff_writes() {
+        assert_eq!(
+            super::ms_of_day("2026-12-05T01:02:03.045Z"),
+            Some(3_723_045)
+        );
+        assert_eq!(super::ms_of_day("2026-12-05 01:02:03Z"), None);
+    }
+}
