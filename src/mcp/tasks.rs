@@ -16,7 +16,8 @@ use super::jsonrpc::{self, RpcError};
 use super::task_view::{self, detailed, task, Era};
 use crate::error::Error;
 use crate::ledger::api::{
-    CancelRun, CreateExecTask, EndExecTask, ExecEnd, GetTask, ListTasks, TaskRecord, TaskWork,
+    AwaitRun, CancelRun, CreateExecTask, EndExecTask, ExecEnd, GetTask, ListTasks, TaskRecord,
+    TaskWork,
 };
 use crate::runs::RunStatus;
 use crate::tools::{self, Ctx};
@@ -33,8 +34,11 @@ pub const DEFAULT_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
 pub const MIN_TTL_MS: i64 = 3600 * 1000;
 /// Longest TTL granted: 30 days.
 pub const MAX_TTL_MS: i64 = 30 * 24 * 3600 * 1000;
-/// How often `tasks/result` reads the run while it blocks.
+/// How often `tasks/result` reads a command task while it blocks.
 const RESULT_POLL: Duration = Duration::from_secs(2);
+/// The longest `tasks/result` waits inside the ledger for a run task's end before it reports
+/// progress and reads the task again (an ended run answers at once).
+const RESULT_WAIT_MS: u32 = 5_000;
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// The tasks extension of 2026-07-28.
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -199,7 +203,19 @@ pub async fn result(
             return Ok(jsonrpc::result(id, result));
         }
         ctx.report(&state.message);
-        Delay::from(RESULT_POLL).await;
+        match &record.work {
+            TaskWork::Run(run) => {
+                let wait = AwaitRun {
+                    run_id: run.id.clone(),
+                    after: run.updated_at,
+                    wait_ms: RESULT_WAIT_MS,
+                    until_terminal: true,
+                };
+                // What it finds is read again above, as a task.
+                ctx.ledger.call(wait).await.map_err(|e| failure(id, &e))?;
+            }
+            TaskWork::Exec(_) => Delay::from(RESULT_POLL).await,
+        }
     }
 }
 
