@@ -1,8 +1,9 @@
 //! `GET /runs/<runId>/events`: the run page's live parts as server-sent events. The stream waits
 //! in the ledger for the run to be written (`await_run`) and sends an `update` event — the parts'
-//! HTML by element id — as soon as it changed, or a keep-alive comment when [`QUIET_MS`] passed
-//! without a change; it ends when the run has ended (the page then reloads for the answer and
-//! the diff) or after [`LIFETIME_MS`] (the browser reconnects by itself).
+//! HTML by element id — as soon as it changed (at most every [`MIN_GAP_MS`]), or a keep-alive
+//! comment when [`QUIET_MS`] passed without a change; it ends when the run has ended (the page
+//! then reloads for the answer and the diff) or after [`LIFETIME_MS`] (the browser reconnects
+//! by itself).
 
 use super::parts;
 use crate::error::Result;
@@ -11,16 +12,21 @@ use crate::runs::RunRecord;
 use crate::time::now_ms;
 use futures::StreamExt;
 use serde_json::json;
-use worker::{Env, Response};
+use std::time::Duration;
+use worker::{Delay, Env, Response};
 
 const LIFETIME_MS: i64 = 5 * 60 * 1000;
 /// A comment after this long without a change keeps proxies from closing the stream.
 const QUIET_MS: u32 = MAX_AWAIT_MS;
+/// Updates come at most this often: a burst of writes is rendered once, with its last state.
+const MIN_GAP_MS: i64 = 500;
 
 struct State {
     ledger: Ledger,
     run_id: String,
     seen: Option<(i64, String)>,
+    /// When the last update was sent.
+    sent_at: i64,
     started: i64,
     over: bool,
 }
@@ -30,6 +36,7 @@ pub fn events(env: &Env, run_id: &str) -> Result<Response> {
         ledger: Ledger::get(env)?,
         run_id: run_id.to_string(),
         seen: None,
+        sent_at: 0,
         started: now_ms(),
         over: false,
     };
@@ -37,6 +44,10 @@ pub fn events(env: &Env, run_id: &str) -> Result<Response> {
     let updates = futures::stream::unfold(state, |mut state| async move {
         if state.over || now_ms() - state.started > LIFETIME_MS {
             return None;
+        }
+        let since = now_ms() - state.sent_at;
+        if since < MIN_GAP_MS {
+            Delay::from(Duration::from_millis((MIN_GAP_MS - since) as u64)).await;
         }
         // The first call answers at once (nothing seen yet).
         let wait = AwaitRun {
@@ -53,6 +64,7 @@ pub fn events(env: &Env, run_id: &str) -> Result<Response> {
             return Some((b": keep-alive\n\n".to_vec(), state));
         }
         state.seen = Some(key);
+        state.sent_at = now_ms();
         state.over = run.status.is_terminal();
         Some((update(&run), state))
     });
