@@ -51,8 +51,7 @@ pub async fn run() {
     let repo = stack.broken_repo("bench-memory");
     let daemon_pid = stack.daemon().pgid().unwrap_or(0) as u32;
     let worker_pgid = stack.worker.pgid().unwrap_or(-1);
-    let health = stack.worker.url("/health");
-    let heap_before = memory::wasm_heap_mib(&mcp, &health).await;
+    let heap_before = stack.worker.wasm_heap_mib(&mcp.http).await;
     let served_before = stack.worker.requests_served();
     let sampler = Sampler::start(daemon_pid as i32, worker_pgid);
     let (memory_run, _) = run_task(
@@ -68,7 +67,7 @@ pub async fn run() {
         peak.largest_agent as f64 / 1024.0
     );
     let worker = WorkerSide {
-        wasm: (heap_before, memory::wasm_heap_mib(&mcp, &health).await),
+        wasm: (heap_before, stack.worker.wasm_heap_mib(&mcp.http).await),
         requests: stack.worker.requests_served() - served_before,
     };
     println!("  {}", memory::growth_line(start, peak, 1, worker));
@@ -81,7 +80,7 @@ pub async fn run() {
             .collect();
         let started = Instant::now();
         let cpu_before = CpuSnapshot::take(daemon_pid);
-        let heap_before = memory::wasm_heap_mib(&mcp, &health).await;
+        let heap_before = stack.worker.wasm_heap_mib(&mcp.http).await;
         let served_before = stack.worker.requests_served();
         let sampler = Sampler::start(daemon_pid as i32, worker_pgid);
         let mut handles = Vec::new();
@@ -113,7 +112,7 @@ pub async fn run() {
             cpu_before.spent_until(&CpuSnapshot::take(daemon_pid), n)
         );
         let worker = WorkerSide {
-            wasm: (heap_before, memory::wasm_heap_mib(&mcp, &health).await),
+            wasm: (heap_before, stack.worker.wasm_heap_mib(&mcp.http).await),
             requests: stack.worker.requests_served() - served_before,
         };
         println!("  {}", memory::growth_line(start, peak, n, worker));

@@ -4,8 +4,7 @@
 //! runs reports what it added over what was already resident (kept agents of earlier rounds
 //! included in the start, not in the growth).
 
-use handoff_tests::{procs, Mcp};
-use serde_json::Value;
+use handoff_tests::procs;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -97,17 +96,6 @@ impl Sampler {
         };
         (self.start, peak)
     }
-}
-
-/// The Worker's wasm heap in MiB, as its `/health` reports it (it only grows: a high-water mark).
-pub async fn wasm_heap_mib(mcp: &Mcp, health_url: &str) -> f64 {
-    let health = match mcp.http.get(health_url).send().await {
-        Ok(r) => r.json::<Value>().await.ok(),
-        Err(_) => None,
-    };
-    health
-        .and_then(|h| h["wasmMemoryBytes"].as_f64())
-        .map_or(0.0, |b| b / 1024.0 / 1024.0)
 }
 
 /// What the Worker held and served over a stretch: its wasm heap before and after (MiB) and

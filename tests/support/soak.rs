@@ -351,13 +351,7 @@ impl Soak<'_> {
     }
 
     async fn measure(&self, started: Instant) -> Sample {
-        let health = self.mcp.http.get(self.stack.worker.url("/health")).send();
-        let wasm = match health.await {
-            Ok(r) => r.json::<Value>().await.ok(),
-            Err(_) => None,
-        }
-        .and_then(|h| h["wasmMemoryBytes"].as_f64())
-        .map_or(0.0, |b| b / 1024.0 / 1024.0);
+        let wasm = self.stack.worker.wasm_heap_mib(&self.mcp.http).await;
         let all = procs::all();
         let worker = self.stack.worker.pgid().map(|g| procs::group(&all, g));
         let (workerd, wrangler): (Vec<_>, Vec<_>) = worker

@@ -249,6 +249,18 @@ impl Worker {
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
+    /// The Worker's wasm heap in MiB as its `/health` reports it (it only grows: a high-water
+    /// mark); 0 when it does not answer.
+    pub async fn wasm_heap_mib(&self, http: &reqwest::Client) -> f64 {
+        let health = match http.get(self.url("/health")).send().await {
+            Ok(r) => r.json::<serde_json::Value>().await.ok(),
+            Err(_) => None,
+        };
+        health
+            .and_then(|h| h["wasmMemoryBytes"].as_f64())
+            .map_or(0.0, |b| b / 1024.0 / 1024.0)
+    }
+
     /// How many requests wrangler has logged as served so far (its `[wrangler:info] GET /path
     /// 200 OK` lines: requests from outside, not the Worker's calls to its objects).
     pub fn requests_served(&self) -> usize {
