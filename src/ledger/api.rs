@@ -65,11 +65,13 @@ rpc::ops! {
         list_tasks: ListTasks { limit: u32, before: Option<i64> } => Page<TaskRecord>;
         /// What changed since a stream's cursor: the tasks (of the envelope's MCP session when
         /// `task_ids` is `None`) and the watched run resources (the session's subscriptions when
-        /// `watched` is `None`). Without a cursor, only the current cursor is returned.
+        /// `watched` is `None`). Without a cursor, only the current cursor is returned. With
+        /// nothing changed yet, waits up to `wait_ms` (at most [`MAX_AWAIT_MS`]) for a change.
         changes: Changes {
             task_ids: Option<Vec<String>>,
             watched: Option<Vec<Watched>>,
             after: Option<Cursor>,
+            wait_ms: u32,
         } => ChangeSet;
         /// Subscribes the envelope's MCP session to a run's resource.
         subscribe: Subscribe { uri: String, run_id: String } => Ack;
@@ -228,6 +230,13 @@ pub struct ChangeSet {
     pub updated: Vec<String>,
     /// The cursor after these changes.
     pub cursor: Cursor,
+}
+
+impl ChangeSet {
+    /// Nothing to report.
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty() && self.updated.is_empty()
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -12,6 +12,8 @@ use futures::future::select;
 use std::time::Duration;
 use worker::{Delay, SqlStorage};
 
+mod changes;
+
 pub(super) struct Call<'a> {
     ledger: &'a RunLedger,
     sql: SqlStorage,
@@ -72,15 +74,22 @@ impl LedgerHandler for Call<'_> {
             .ok_or_else(|| Error::invalid("no MCP session to close"))?;
         store::end_mcp_session(&self.sql, &session.id, self.now)?;
         self.ledger.live_sessions.forget(&session.id);
+        self.wake_streams();
         Ok(Ack {})
     }
 
     async fn create_run(&self, op: CreateRun) -> Result<CreatedRun> {
         let (sql, now, spec, principal) = (&self.sql, self.now, op.spec, op.principal.as_str());
         let session = self.mcp_session.as_ref().map(|s| s.id.as_str());
-        let mark_task = |run_id: &str| match op.task_ttl_ms {
-            Some(ttl) => store::insert_task(sql, run_id, session, ttl, now),
-            None => Ok(()),
+        // A new task of the session: its streams report it (its run's first transition is
+        // written by then).
+        let mark_task = |run_id: &str| -> Result<()> {
+            let Some(ttl) = op.task_ttl_ms else {
+                return Ok(());
+            };
+            store::insert_task(sql, run_id, session, ttl, now)?;
+            self.wake_streams();
+            Ok(())
         };
         let request_hash = request_hash(&spec)?;
         // The deployment's defaults fill the limits the caller left open (after the hash, so a
@@ -208,7 +217,7 @@ impl LedgerHandler for Call<'_> {
         };
         let (_, changed) =
             store::transition(sql, run_id, RunStatus::Cancelled, Some(&error), None, now)?;
-        self.wrote(run_id);
+        self.moved(run_id)?;
         if changed {
             self.ledger.notify_session_of_end(&before).await;
             self.ledger.reschedule().await?;
@@ -228,7 +237,7 @@ impl LedgerHandler for Call<'_> {
             op.outcome.as_ref(),
             self.now,
         )?;
-        self.wrote(&op.run_id);
+        self.moved(&op.run_id)?;
         if applied {
             self.ledger.reschedule().await?;
         }
@@ -273,7 +282,7 @@ impl LedgerHandler for Call<'_> {
 
     async fn await_approval(&self, op: AwaitApproval) -> Result<Transitioned> {
         let applied = store::await_approval(&self.sql, &op.run_id, &op.approval, self.now)?;
-        self.wrote(&op.run_id);
+        self.moved(&op.run_id)?;
         let status = find_run(&self.sql, &op.run_id)?.status;
         if applied {
             self.ledger.reschedule().await?;
@@ -290,7 +299,7 @@ impl LedgerHandler for Call<'_> {
             op.reason.as_deref(),
             self.now,
         )?;
-        self.wrote(&op.run_id);
+        self.moved(&op.run_id)?;
         // The session waits at the gate: wake it to go on, or to clean up.
         if run.status.is_terminal() {
             self.ledger.notify_session_of_end(&run).await;
@@ -330,6 +339,7 @@ impl LedgerHandler for Call<'_> {
         let session = self.mcp_session.as_ref().map(|s| s.id.as_str());
         let json = serde_json::to_string(&op.exec)?;
         store::insert_exec_task(&self.sql, &id, session, op.ttl_ms, self.now, &json)?;
+        self.wake_streams();
         self.find_task(&id)
     }
 
@@ -348,6 +358,7 @@ impl LedgerHandler for Call<'_> {
         exec.end = Some(op.end);
         let json = serde_json::to_string(&exec)?;
         store::end_exec_task(&self.sql, &op.task_id, &json, status, self.now)?;
+        self.moved(&op.task_id)?;
         self.find_task(&op.task_id)
     }
 
@@ -367,77 +378,35 @@ impl LedgerHandler for Call<'_> {
     }
 
     async fn changes(&self, op: Changes) -> Result<ChangeSet> {
-        let sql = &self.sql;
-        let Some(after) = op.after else {
-            let cursor = Cursor {
-                seq: store::last_transition_seq(sql)?,
-                updated_ms: self.now - 1,
-            };
-            return Ok(ChangeSet {
-                tasks: Vec::new(),
-                updated: Vec::new(),
-                cursor,
-            });
-        };
-        let session = self.mcp_session.as_ref().map(|s| s.id.as_str());
-        let changed = match &op.task_ids {
-            Some(ids) => store::changed_tasks(sql, None, ids, after.seq)?,
-            None => match session {
-                Some(session) => store::changed_tasks(sql, Some(session), &[], after.seq)?,
-                None => Vec::new(),
-            },
-        };
-        let mut cursor = after;
-        let mut tasks = Vec::new();
-        for (seq, run_id) in changed {
-            cursor.seq = cursor.seq.max(seq);
-            if let Some(row) = store::get_task(sql, &run_id, self.now)? {
-                tasks.push((seq, task_record(row)?));
-            }
-        }
-        let watched: Vec<(String, String)> = match op.watched {
-            Some(list) => list.into_iter().map(|w| (w.uri, w.run_id)).collect(),
-            None => match session {
-                Some(session) => store::subscriptions(sql, session)?,
-                None => Vec::new(),
-            },
-        };
-        let run_ids: Vec<String> = watched.iter().map(|(_, run)| run.clone()).collect();
-        let mut updated = Vec::new();
-        for (run_id, at) in store::updated_runs(sql, &run_ids, after.updated_ms)? {
-            cursor.updated_ms = cursor.updated_ms.max(at);
-            updated.extend(
-                watched
-                    .iter()
-                    .filter(|(_, run)| *run == run_id)
-                    .map(|(uri, _)| uri.clone()),
-            );
-        }
-        Ok(ChangeSet {
-            tasks,
-            updated,
-            cursor,
-        })
+        self.wait_for_changes(op).await
     }
 
     async fn subscribe(&self, op: Subscribe) -> Result<Ack> {
         let session = self.session_for("subscribe")?;
         find_run(&self.sql, &op.run_id)?;
         store::subscribe(&self.sql, session, &op.uri, &op.run_id)?;
+        self.wake_streams();
         Ok(Ack {})
     }
 
     async fn unsubscribe(&self, op: Unsubscribe) -> Result<Ack> {
         let session = self.session_for("unsubscribe")?;
         store::unsubscribe(&self.sql, session, &op.uri)?;
+        self.wake_streams();
         Ok(Ack {})
     }
 }
 
 impl Call<'_> {
-    /// Wakes the calls waiting for `run_id` to change (`await_run`).
+    /// Wakes the calls waiting for `run_id` to change (`await_run`, streams watching it).
     fn wrote(&self, run_id: &str) {
         self.ledger.waiters.wake(run_id);
+    }
+
+    /// [`Self::wrote`] for a write that may move `run_id`'s status: also wakes the streams of
+    /// the MCP session whose task it is.
+    fn moved(&self, run_id: &str) -> Result<()> {
+        self.ledger.moved(&self.sql, run_id)
     }
 
     fn find_task(&self, id: &str) -> Result<TaskRecord> {

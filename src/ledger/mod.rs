@@ -96,6 +96,16 @@ impl RunLedger {
         config::stall_timeout_ms(&self.env) as i64
     }
 
+    /// Wakes the calls waiting on `run_id` (its status may have moved) and the streams of the
+    /// MCP session whose task it is.
+    fn moved(&self, sql: &SqlStorage, run_id: &str) -> Result<()> {
+        self.waiters.wake(run_id);
+        if let Some(session) = store::task_session(sql, run_id)? {
+            self.waiters.wake(&waiters::session_key(&session));
+        }
+        Ok(())
+    }
+
     /// Hands a run to its session object; on success records the hand-off.
     async fn dispatch(&self, sql: &SqlStorage, run_id: &str, session_id: &str) {
         let op = session::Dispatch {
@@ -197,7 +207,7 @@ impl RunLedger {
             let (_, applied) =
                 store::transition(&sql, &run.id, RunStatus::Failed, Some(&error), None, now)?;
             if applied {
-                self.waiters.wake(&run.id);
+                self.moved(&sql, &run.id)?;
                 self.notify_session_of_end(&run).await;
             }
         }
@@ -210,6 +220,7 @@ impl RunLedger {
             now - MCP_SESSION_ENDED_KEEP_MS,
         )?;
         self.live_sessions.prune(now);
+        self.waiters.prune();
         store::purge_tasks(&sql, now)?;
         store::purge_subscriptions(&sql)?;
         self.deliver_callbacks().await?;

@@ -1,27 +1,36 @@
-//! Calls waiting inside the ledger for a run to change (`await_run`, what `opencode_wait` asks):
-//! each holds a one-shot wake-up under its run's id, sent when an op or the watchdog writes that
-//! run. A wake-up only makes the waiter read its run again, and every wait is bounded by its own
-//! deadline, so a write path that forgets to wake delays a waiter until then and never loses it.
-//! Held in memory only: a call waiting on an instance that goes away fails with it, like any
+//! Calls waiting inside the ledger for something to change: `await_run` (what `opencode_wait`
+//! asks) on its run, a stream's `changes` on the runs it watches and on its MCP session. Each
+//! holds a one-shot wake-up under a key — a run's id, or [`session_key`] — sent when an op or the
+//! watchdog writes that run, moves a task of that session, or changes the session's
+//! subscriptions. A wake-up only makes the waiter read again, and every wait is bounded by its
+//! own deadline, so a write path that forgets to wake delays a waiter until then and never loses
+//! it. Held in memory only: a call waiting on an instance that goes away fails with it, like any
 //! call to it.
 
 use futures::channel::oneshot;
+use futures::future::{self, Future, FutureExt};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-/// More waiting calls than this on one run and the oldest are woken at once (they read again
+/// More waiting calls than this on one key and the oldest are woken at once (they read again
 /// and come back), so a flood of waits cannot grow the map without bound.
 const MAX_PER_RUN: usize = 1_000;
+
+/// The key a stream of MCP session `id` waits under for its tasks and subscriptions (run ids
+/// never contain `:`).
+pub fn session_key(id: &str) -> String {
+    format!("mcp:{id}")
+}
 
 #[derive(Default)]
 pub struct Waiters(RefCell<HashMap<String, Vec<oneshot::Sender<()>>>>);
 
 impl Waiters {
-    /// A wake-up for the next write of `run_id`.
-    pub fn register(&self, run_id: &str) -> oneshot::Receiver<()> {
+    /// A wake-up for the next write under `key`.
+    pub fn register(&self, key: &str) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
         let mut map = self.0.borrow_mut();
-        let list = map.entry(run_id.to_string()).or_default();
+        let list = map.entry(key.to_string()).or_default();
         // Waits that ended by their deadline dropped their receivers.
         list.retain(|w| !w.is_canceled());
         if list.len() >= MAX_PER_RUN {
@@ -33,12 +42,36 @@ impl Waiters {
         rx
     }
 
-    /// Wakes every call waiting on `run_id`.
-    pub fn wake(&self, run_id: &str) {
-        let woken = self.0.borrow_mut().remove(run_id);
+    /// A wake-up for the next write under any of `keys` (never, for none).
+    pub fn register_any<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k str>,
+    ) -> impl Future<Output = ()> {
+        let woken: Vec<_> = keys.into_iter().map(|key| self.register(key)).collect();
+        async move {
+            if woken.is_empty() {
+                future::pending::<()>().await;
+            } else {
+                future::select_all(woken).map(|_| ()).await;
+            }
+        }
+    }
+
+    /// Wakes every call waiting under `key`.
+    pub fn wake(&self, key: &str) {
+        let woken = self.0.borrow_mut().remove(key);
         for w in woken.into_iter().flatten() {
             let _ = w.send(());
         }
+    }
+
+    /// Forgets the wake-ups of waits that ended by their deadline under keys nobody wrote since
+    /// (a run that ended, say), so they do not stay in memory for the instance's life.
+    pub fn prune(&self) {
+        self.0.borrow_mut().retain(|_, list| {
+            list.retain(|w| !w.is_canceled());
+            !list.is_empty()
+        });
     }
 }
 
@@ -85,5 +118,35 @@ mod tests {
         assert!(flood
             .iter_mut()
             .all(|rx| !matches!(rx.try_recv(), Ok(None))));
+    }
+
+    #[test]
+    fn a_wait_on_several_keys_ends_at_a_write_of_any() {
+        let waiters = Waiters::default();
+        let session = session_key("mcp_a");
+        let mut any = Box::pin(waiters.register_any(["run_a", session.as_str()]));
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(any.as_mut().poll(&mut cx).is_pending());
+        waiters.wake("run_b");
+        assert!(any.as_mut().poll(&mut cx).is_pending());
+        waiters.wake(&session);
+        assert!(any.as_mut().poll(&mut cx).is_ready());
+        let mut none = Box::pin(waiters.register_any([]));
+        assert!(
+            none.as_mut().poll(&mut cx).is_pending(),
+            "no key: only the deadline ends it"
+        );
+    }
+
+    #[test]
+    fn pruning_forgets_ended_waits_and_keeps_live_ones() {
+        let waiters = Waiters::default();
+        drop(waiters.register("run_done"));
+        let mut live = waiters.register("run_live");
+        waiters.prune();
+        assert!(!waiters.0.borrow().contains_key("run_done"));
+        waiters.wake("run_live");
+        assert!(woken(&mut live));
     }
 }

@@ -1,6 +1,9 @@
 //! Server-to-client streams: the initialize era's `GET /mcp` (the session's task status and
 //! resource updates) and 2026-07-28's `subscriptions/listen` (the tasks and resources the
-//! request names). Both read what changed from the ledger every [`POLL`].
+//! request names). Both wait inside the ledger for a change (`changes` with a wait, woken by the
+//! writes they watch) and report it as it happens (resource updates at most every
+//! [`MIN_GAP_MS`], task statuses at once); a keep-alive comment goes out after [`QUIET_MS`]
+//! without one.
 //!
 //! Event ids are ledger positions, `<transition seq>.<run update ms>` (a third part tells apart
 //! events of one read): a client that reconnects with `Last-Event-ID` gets everything after that
@@ -10,7 +13,7 @@
 use super::resources;
 use super::task_view::{self as tasks_view, Era};
 use crate::error::{ErrorKind, Result};
-use crate::ledger::api::{ChangeSet, Changes, Cursor, Ledger, TaskRecord, Watched};
+use crate::ledger::api::{ChangeSet, Changes, Cursor, Ledger, TaskRecord, Watched, MAX_AWAIT_MS};
 use crate::principal::Principal;
 use crate::tools::Ctx;
 use futures::StreamExt;
@@ -19,10 +22,14 @@ use std::collections::VecDeque;
 use std::time::Duration;
 use worker::{Delay, Env, Response};
 
-/// How often a stream reads the ledger.
-const POLL: Duration = Duration::from_secs(1);
-/// A comment after this many quiet reads keeps proxies from closing the stream.
-const KEEP_ALIVE_POLLS: u32 = 15;
+/// After a report of resource updates the stream waits this long before it reads again: a burst
+/// of writes to a run (its log lines, say) makes one `resources/updated`, not one per write. A
+/// report of task statuses only does not wait (a run moves a few times in its life).
+const MIN_GAP_MS: i64 = 500;
+/// A comment after this long without a report keeps proxies from closing the stream.
+const QUIET_MS: i64 = MAX_AWAIT_MS as i64;
+/// How long to wait before reading again after a failed read.
+const RETRY: Duration = Duration::from_secs(1);
 /// How long one stream lasts.
 const LIFETIME: Duration = Duration::from_secs(10 * 60);
 /// Reads that may fail in a row before the stream gives up.
@@ -114,7 +121,9 @@ struct State {
     watch: Watch,
     cursor: Cursor,
     queue: VecDeque<Vec<u8>>,
-    quiet: u32,
+    /// When the last report of resource updates, and the last bytes of any kind, were queued.
+    updates_at: i64,
+    sent_at: i64,
     failures: u32,
     started: i64,
     ended: bool,
@@ -137,6 +146,7 @@ pub async fn open(
                 task_ids: None,
                 watched: None,
                 after: None,
+                wait_ms: 0,
             };
             ledger.call(changes).await?.cursor
         }
@@ -149,7 +159,8 @@ pub async fn open(
         watch,
         cursor,
         queue: VecDeque::from([first]),
-        quiet: 0,
+        updates_at: 0,
+        sent_at: crate::time::now_ms(),
         failures: 0,
         started: crate::time::now_ms(),
         ended: false,
@@ -175,8 +186,7 @@ pub async fn open(
                 }
                 continue;
             }
-            Delay::from(POLL).await;
-            state.poll().await;
+            state.poll(LIFETIME.as_millis() as i64 - age).await;
         }
     });
     let mut response = Response::from_stream(stream.map(Ok::<Vec<u8>, worker::Error>))?;
@@ -188,19 +198,29 @@ pub async fn open(
 }
 
 impl State {
-    async fn poll(&mut self) {
+    /// Waits in the ledger (at most `left` ms, the stream's remaining life) for what changed,
+    /// and queues it.
+    async fn poll(&mut self, left: i64) {
+        let since = crate::time::now_ms() - self.updates_at;
+        if since < MIN_GAP_MS {
+            Delay::from(Duration::from_millis((MIN_GAP_MS - since) as u64)).await;
+        }
+        let wait_ms = left.clamp(0, i64::from(MAX_AWAIT_MS)) as u32;
+        let after = Some(self.cursor);
         let op = match &self.watch {
             Watch::Session => Changes {
                 task_ids: None,
                 watched: None,
-                after: Some(self.cursor),
+                after,
+                wait_ms,
             },
             Watch::Listed {
                 task_ids, watched, ..
             } => Changes {
                 task_ids: Some(task_ids.clone()),
                 watched: Some(watched.clone()),
-                after: Some(self.cursor),
+                after,
+                wait_ms,
             },
         };
         match self.ledger.call(op).await {
@@ -213,22 +233,26 @@ impl State {
                 worker::console_error!("mcp stream: {}", e.message);
                 self.failures += 1;
                 self.ended = self.failures >= MAX_FAILURES;
+                Delay::from(RETRY).await;
             }
         }
     }
 
     fn report(&mut self, changes: ChangeSet) {
         let before = self.cursor;
-        if changes.tasks.is_empty() && changes.updated.is_empty() {
+        let now = crate::time::now_ms();
+        if changes.is_empty() {
             self.cursor = changes.cursor;
-            self.quiet += 1;
-            if self.quiet >= KEEP_ALIVE_POLLS {
-                self.quiet = 0;
+            if now - self.sent_at >= QUIET_MS {
+                self.sent_at = now;
                 self.queue.push_back(b": keep-alive\n\n".to_vec());
             }
             return;
         }
-        self.quiet = 0;
+        self.sent_at = now;
+        if !changes.updated.is_empty() {
+            self.updates_at = now;
+        }
         for (seq, record) in changes.tasks {
             let at = Cursor {
                 seq,

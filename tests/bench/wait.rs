@@ -1,13 +1,15 @@
-//! `cargo xtask bench wait`: how soon `opencode_wait` answers once its run ends. A fresh local
-//! Worker without a sandbox backend, so each run fails moments after it starts; a wait asked
-//! for right after `opencode_run_task` follows it (`untilDone`). The lag is the time between
-//! the run's `completedAt` and the wait's answer reaching the client, both on this host's clock
-//! (the answer's trip back is in it).
+//! `cargo xtask bench wait`: how soon `opencode_wait` answers once its run ends, and how soon a
+//! `GET /mcp` stream reports a task's end. A fresh local Worker without a sandbox backend, so
+//! each run fails moments after it starts; a wait asked for right after `opencode_run_task`
+//! follows it (`untilDone`). The lag is the time between the run's `completedAt` (the task's
+//! `lastUpdatedAt`) and the answer (the event) reaching the client, both on this host's clock
+//! (the trip back is in it).
 
 use crate::lifecycle::p50;
+use handoff_tests::mcp::read_events;
 use handoff_tests::{Mcp, Worker, WorkerOptions};
 use serde_json::json;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const ROUNDS: usize = 30;
 const DAY_MS: i64 = 86_400_000;
@@ -46,6 +48,54 @@ pub async fn run() {
     println!(
         "answered {median:.0} ms after the run ended (median of {n}; max {:.0} ms; {ended_first} \
          runs had ended before their wait began)",
+        lags[n - 1]
+    );
+    stream_lag(&mcp).await;
+}
+
+/// Task-augmented runs started one a second while the session's `GET /mcp` stream is open: how
+/// long after each task ended its `failed` status came on the stream.
+async fn stream_lag(mcp: &Mcp) {
+    println!("\n== GET /mcp: from a task's end to its status on the stream ==");
+    let stream = mcp.open_stream(None).await;
+    let (opened, opened_ms) = (Instant::now(), now_ms_of_day());
+    let ended = |events: &[handoff_tests::mcp::SseEvent]| {
+        events
+            .iter()
+            .filter(|e| e.data["method"] == "notifications/tasks/status")
+            .filter(|e| e.data["params"]["status"] == "failed")
+            .count()
+    };
+    let events = tokio::spawn(read_events(
+        stream,
+        Duration::from_secs(ROUNDS as u64 * 2 + 30),
+        move |events| ended(events) >= ROUNDS,
+    ));
+    for i in 0..ROUNDS {
+        mcp.start_task(json!({"task": format!("stream bench {i}")}), json!({}))
+            .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let Ok(events) = events.await else {
+        return println!("the stream's reader failed");
+    };
+    let mut lags: Vec<f64> = events
+        .iter()
+        .filter(|e| e.data["method"] == "notifications/tasks/status")
+        .filter(|e| e.data["params"]["status"] == "failed")
+        .filter_map(|e| {
+            let ended = ms_of_day(e.data["params"]["lastUpdatedAt"].as_str()?)?;
+            let arrived = opened_ms + e.at.duration_since(opened).as_millis() as i64;
+            Some((arrived - ended).rem_euclid(DAY_MS) as f64)
+        })
+        .collect();
+    if lags.is_empty() {
+        return println!("no task's end came on the stream");
+    }
+    let n = lags.len();
+    let median = p50(&mut lags);
+    println!(
+        "reported {median:.0} ms after the task ended (median of {n} of {ROUNDS}; max {:.0} ms)",
         lags[n - 1]
     );
 }

@@ -5,9 +5,10 @@
 use crate::base;
 use crate::durability::hung;
 use handoff_tests::mcp::{read, read_events, RawResponse, SseEvent};
-use handoff_tests::{Mcp, TOKEN};
+use handoff_tests::runs::terminal;
+use handoff_tests::{stack, Mcp, TOKEN};
 use serde_json::{json, Value};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn task_statuses<'a>(events: &'a [SseEvent], task_id: &str) -> Vec<&'a str> {
     events
@@ -251,4 +252,137 @@ async fn subscriptions_listen_reports_the_named_tasks_and_runs() {
         "a listen needs an SSE answer: {}",
         refused.body
     );
+}
+
+/// When the first event matching `is` arrived, after `since`.
+fn arrived(events: &[SseEvent], since: Instant, is: impl Fn(&Value) -> bool) -> Option<Duration> {
+    events
+        .iter()
+        .find(|e| is(&e.data))
+        .map(|e| e.at.saturating_duration_since(since))
+}
+
+fn updated(uri: &str) -> impl Fn(&Value) -> bool + '_ {
+    move |data| data["method"] == "notifications/resources/updated" && data["params"]["uri"] == uri
+}
+
+fn ended<'a>(method: &'static str, task_id: &'a str) -> impl Fn(&Value) -> bool + 'a {
+    move |data| {
+        data["method"] == method
+            && data["params"]["taskId"] == task_id
+            && data["params"]["status"] == "cancelled"
+    }
+}
+
+/// Streams wait inside the ledger, woken by the writes they watch, so a change reaches them as
+/// it happens rather than at their next look (each look waits up to 10 s). Both streams open
+/// while two runs sit quiet (the scripted model takes minutes): a subscription made 2.5 s later,
+/// a plain run cancelled at 5.5 s and a task cancelled at 8 s each reach them within 2 s — the
+/// subscription's and the task's session wake-ups are what make the `GET /mcp` stream see them
+/// before its wait ends.
+#[tokio::test]
+async fn streams_report_changes_as_they_are_written() {
+    let stack = stack::shared();
+    let base = stack.url();
+    let mcp = Mcp::connect(&base).await;
+    let (run_id, _) = mcp.start_run("Take your time. [scenario:slow]").await;
+    let task = mcp
+        .start_task(
+            json!({"task": "Take your time too. [scenario:slow]"}),
+            json!({}),
+        )
+        .await;
+    let task_id = task["taskId"].as_str().unwrap().to_string();
+    for id in [&run_id, &task_id] {
+        let quiet = mcp
+            .wait_run(id, Duration::from_secs(240), |r| {
+                r["progress"]["message"] == "thinking" || terminal(r)
+            })
+            .await;
+        assert_eq!(quiet["status"], "running", "{quiet:#}");
+    }
+    let uri = format!("handoff://runs/{run_id}");
+    let listened = listen(
+        &base,
+        json!({"taskIds": [task_id], "resourceSubscriptions": [uri]}),
+    )
+    .await;
+    assert_eq!(listened.status(), 200);
+    let session_stream = mcp.open_stream(None).await;
+    let opened = Instant::now();
+    let (uri_s, task_s) = (uri.clone(), task_id.clone());
+    let session_events = tokio::spawn(read_events(
+        session_stream,
+        Duration::from_secs(40),
+        move |events| {
+            arrived(events, opened, updated(&uri_s)).is_some()
+                && arrived(events, opened, ended("notifications/tasks/status", &task_s)).is_some()
+        },
+    ));
+    let (uri_l, task_l) = (uri.clone(), task_id.clone());
+    let listen_events = tokio::spawn(read_events(
+        listened,
+        Duration::from_secs(40),
+        move |events| {
+            arrived(events, opened, updated(&uri_l)).is_some()
+                && arrived(events, opened, ended("notifications/tasks", &task_l)).is_some()
+        },
+    ));
+
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let subscribed = mcp
+        .request("resources/subscribe", json!({"uri": uri}))
+        .await;
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    tokio::time::sleep(Duration::from_millis(5_500).saturating_sub(opened.elapsed())).await;
+    let run_cancelled = opened.elapsed();
+    let cancelled = mcp
+        .call_ok("opencode_cancel_run", json!({"runId": run_id}))
+        .await;
+    assert_eq!(cancelled["cancelled"], true, "{cancelled:#}");
+    tokio::time::sleep(Duration::from_millis(8_000).saturating_sub(opened.elapsed())).await;
+    let task_cancelled = opened.elapsed();
+    let cancelled = mcp
+        .call_ok("opencode_cancel_run", json!({"runId": task_id}))
+        .await;
+    assert_eq!(cancelled["cancelled"], true, "{cancelled:#}");
+
+    let session_events = session_events.await.unwrap();
+    let listen_events = listen_events.await.unwrap();
+    type Is<'a> = Box<dyn Fn(&Value) -> bool + 'a>;
+    let checks: [(&str, &[SseEvent], Is, Duration); 4] = [
+        (
+            "GET /mcp: the subscribed run's update",
+            &session_events,
+            Box::new(updated(&uri)),
+            run_cancelled,
+        ),
+        (
+            "GET /mcp: the task's status",
+            &session_events,
+            Box::new(ended("notifications/tasks/status", &task_id)),
+            task_cancelled,
+        ),
+        (
+            "listen: the run's update",
+            &listen_events,
+            Box::new(updated(&uri)),
+            run_cancelled,
+        ),
+        (
+            "listen: the task's status",
+            &listen_events,
+            Box::new(ended("notifications/tasks", &task_id)),
+            task_cancelled,
+        ),
+    ];
+    for (what, events, is, after) in checks {
+        let at = arrived(events, opened, is)
+            .unwrap_or_else(|| panic!("{what}: never came: {events:#?}"));
+        assert!(
+            at >= after && at < after + Duration::from_secs(2),
+            "{what}: came {at:?} after the streams opened, for a write asked at {after:?}: \
+             {events:#?}"
+        );
+    }
 }

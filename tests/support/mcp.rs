@@ -255,11 +255,12 @@ pub async fn rmcp_client(
     info.serve(transport).await.expect("rmcp client connects")
 }
 
-/// One server-sent event: its id (if any) and its JSON data.
+/// One server-sent event: its id (if any), its JSON data and when it arrived.
 #[derive(Debug, Clone)]
 pub struct SseEvent {
     pub id: Option<String>,
     pub data: Value,
+    pub at: std::time::Instant,
 }
 
 /// Reads an SSE response until `done(events so far)` holds, the stream ends, or `timeout`
@@ -292,7 +293,8 @@ pub async fn read_events(
             if !data.is_empty() {
                 let data = serde_json::from_str(&data)
                     .unwrap_or_else(|e| panic!("event data is not JSON ({e}): {data}"));
-                events.push(SseEvent { id, data });
+                let at = std::time::Instant::now();
+                events.push(SseEvent { id, data, at });
             }
         }
         if done(&events) {

@@ -216,6 +216,21 @@ pub fn changed_tasks(
     Ok(rows.into_iter().map(|r| (r.seq, r.run_id)).collect())
 }
 
+/// The MCP session task `run_id` belongs to, if it is a task of one.
+pub fn task_session(sql: &SqlStorage, run_id: &str) -> Result<Option<String>> {
+    #[derive(Deserialize)]
+    struct Row {
+        mcp_session: Option<String>,
+    }
+    let rows = sql
+        .exec(
+            "SELECT mcp_session FROM tasks WHERE run_id = ?",
+            vec![run_id.into()],
+        )?
+        .to_array::<Row>()?;
+    Ok(rows.into_iter().next().and_then(|r| r.mcp_session))
+}
+
 /// Records a session's subscription to `uri` (a resource of run `run_id`).
 pub fn subscribe(sql: &SqlStorage, session: &str, uri: &str, run_id: &str) -> Result<()> {
     sql.exec(
