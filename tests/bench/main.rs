@@ -1,4 +1,4 @@
-//! `cargo xtask bench [runs|sandboxes|containers|agent|agent-spare|oauth|workers|load|wait|soak|profile]`: starts fresh local stacks and prints figures — what was
+//! `cargo xtask bench [runs|bundle|sandboxes|containers|agent|agent-spare|agent-cold [N]|oauth|workers|load|wait|soak|profile]`: starts fresh local stacks and prints figures — what was
 //! measured and how it compares with the targets. It never fails on a target.
 
 mod agent;

@@ -5,6 +5,7 @@
 //! `lastUpdatedAt`) and the answer (the event) reaching the client, both on this host's clock
 //! (the trip back is in it).
 
+use crate::cpu::CpuSnapshot;
 use crate::lifecycle::p50;
 use handoff_tests::mcp::read_events;
 use handoff_tests::{Mcp, Worker, WorkerOptions};
@@ -51,6 +52,35 @@ pub async fn run() {
         lags[n - 1]
     );
     stream_lag(&mcp).await;
+    idle_streams(&worker).await;
+}
+
+/// Open `GET /mcp` streams with nothing to report: what they cost workerd (the Worker and its
+/// ledger) while they wait.
+async fn idle_streams(worker: &Worker) {
+    const STREAMS: usize = 20;
+    const SECONDS: u64 = 30;
+    println!("\n== {STREAMS} idle GET /mcp streams, {SECONDS} s ==");
+    let before = CpuSnapshot::take(0);
+    tokio::time::sleep(Duration::from_secs(SECONDS)).await;
+    let quiet = before.workerd_until(&CpuSnapshot::take(0));
+    let mut open = Vec::new();
+    for _ in 0..STREAMS {
+        let mcp = Mcp::connect(&worker.url("")).await;
+        let stream = mcp.open_stream(None).await;
+        open.push((mcp, stream));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = CpuSnapshot::take(0);
+    tokio::time::sleep(Duration::from_secs(SECONDS)).await;
+    let spent = before.workerd_until(&CpuSnapshot::take(0));
+    let per_minute = (spent - quiet) / STREAMS as f64 * 60.0 / SECONDS as f64;
+    println!(
+        "workerd used {spent:.2} CPU-s ({quiet:.2} in the {SECONDS} s before, without them): \
+         {:.1} CPU-ms per stream and minute",
+        per_minute * 1000.0
+    );
+    drop(open);
 }
 
 /// Task-augmented runs started one a second while the session's `GET /mcp` stream is open: how
