@@ -170,9 +170,7 @@ impl LedgerHandler for Call<'_> {
             if ready || left <= 0 {
                 return Ok(run);
             }
-            let woken = self.ledger.waiters.register(&op.run_id);
-            let timer = Delay::from(Duration::from_millis(left as u64));
-            let _ = select(woken, timer).await;
+            self.woken_or_after([op.run_id.as_str()], left).await;
         }
     }
 
@@ -407,6 +405,13 @@ impl Call<'_> {
     /// the MCP session whose task it is.
     fn moved(&self, run_id: &str) -> Result<()> {
         self.ledger.moved(&self.sql, run_id)
+    }
+
+    /// Returns at the next write under any of `keys` or after `left_ms`, whichever comes first.
+    async fn woken_or_after<'k>(&self, keys: impl IntoIterator<Item = &'k str>, left_ms: i64) {
+        let woken = self.ledger.waiters.register_any(keys);
+        let timer = Delay::from(Duration::from_millis(left_ms.max(0) as u64));
+        let _ = select(Box::pin(woken), timer).await;
     }
 
     fn find_task(&self, id: &str) -> Result<TaskRecord> {

@@ -27,7 +27,7 @@ pub struct Waiters(RefCell<HashMap<String, Vec<oneshot::Sender<()>>>>);
 
 impl Waiters {
     /// A wake-up for the next write under `key`.
-    pub fn register(&self, key: &str) -> oneshot::Receiver<()> {
+    fn register(&self, key: &str) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
         let mut map = self.0.borrow_mut();
         let list = map.entry(key.to_string()).or_default();

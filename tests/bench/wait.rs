@@ -7,7 +7,7 @@
 
 use crate::cpu::CpuSnapshot;
 use crate::lifecycle::p50;
-use handoff_tests::mcp::read_events;
+use handoff_tests::mcp::{read_events, SseEvent};
 use handoff_tests::{Mcp, Worker, WorkerOptions};
 use serde_json::json;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -55,6 +55,12 @@ pub async fn run() {
     idle_streams(&worker).await;
 }
 
+/// A task's `failed` status on a `GET /mcp` stream.
+fn is_failed(event: &SseEvent) -> bool {
+    event.data["method"] == "notifications/tasks/status"
+        && event.data["params"]["status"] == "failed"
+}
+
 /// Open `GET /mcp` streams with nothing to report: what they cost workerd (the Worker and its
 /// ledger) while they wait.
 async fn idle_streams(worker: &Worker) {
@@ -89,13 +95,7 @@ async fn stream_lag(mcp: &Mcp) {
     println!("\n== GET /mcp: from a task's end to its status on the stream ==");
     let stream = mcp.open_stream(None).await;
     let (opened, opened_ms) = (Instant::now(), now_ms_of_day());
-    let ended = |events: &[handoff_tests::mcp::SseEvent]| {
-        events
-            .iter()
-            .filter(|e| e.data["method"] == "notifications/tasks/status")
-            .filter(|e| e.data["params"]["status"] == "failed")
-            .count()
-    };
+    let ended = |events: &[SseEvent]| events.iter().filter(|e| is_failed(e)).count();
     let events = tokio::spawn(read_events(
         stream,
         Duration::from_secs(ROUNDS as u64 * 2 + 30),
@@ -111,8 +111,7 @@ async fn stream_lag(mcp: &Mcp) {
     };
     let mut lags: Vec<f64> = events
         .iter()
-        .filter(|e| e.data["method"] == "notifications/tasks/status")
-        .filter(|e| e.data["params"]["status"] == "failed")
+        .filter(|e| is_failed(e))
         .filter_map(|e| {
             let ended = ms_of_day(e.data["params"]["lastUpdatedAt"].as_str()?)?;
             let arrived = opened_ms + e.at.duration_since(opened).as_millis() as i64;

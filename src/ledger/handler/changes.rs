@@ -8,9 +8,6 @@ use crate::ledger::api::{ChangeSet, Changes, Cursor, MAX_AWAIT_MS};
 use crate::ledger::store;
 use crate::ledger::waiters::session_key;
 use crate::time::now_ms;
-use futures::future::select;
-use std::time::Duration;
-use worker::Delay;
 
 impl Call<'_> {
     /// `changes`: what changed since the op's cursor, waiting up to its `wait_ms` for something
@@ -23,12 +20,8 @@ impl Call<'_> {
             if op.after.is_none() || !set.is_empty() || Some(set.cursor) != op.after || left <= 0 {
                 return Ok(set);
             }
-            let woken = self
-                .ledger
-                .waiters
-                .register_any(keys.iter().map(String::as_str));
-            let timer = Delay::from(Duration::from_millis(left as u64));
-            let _ = select(Box::pin(woken), timer).await;
+            self.woken_or_after(keys.iter().map(String::as_str), left)
+                .await;
             // The session may have ended meanwhile (its close wakes its key).
             if let Some(session) = &self.mcp_session {
                 let (env, sql) = (&self.ledger.env, &self.sql);
