@@ -61,21 +61,84 @@ const ANSWER: char = 'o';
 const FAILURE: char = 'e';
 
 /// Exports `handoffRpc` on a Durable Object class: `|$object, $text| body` turns an op's JSON
-/// into the tagged reply (see [`serve_text`]). `xtask/src/recovery.js` makes every class that has
-/// it a `DurableObject`, which the runtime requires of an RPC target.
+/// into the tagged reply (see [`serve_text`]); the class is `Clone` (its fields shared), as the
+/// op may outlive the call. An op that never waits is answered at once (see [`answer`]).
+/// `xtask/src/recovery.js` makes every class that has it a `DurableObject`, which the runtime
+/// requires of an RPC target.
 macro_rules! export_rpc {
     ($class:ty, |$object:ident, $text:ident| $body:expr) => {
-        #[::wasm_bindgen::prelude::wasm_bindgen(js_sys = ::worker::js_sys, wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
+        #[::wasm_bindgen::prelude::wasm_bindgen]
         impl $class {
             #[wasm_bindgen(js_name = handoffRpc)]
-            pub async fn handoff_rpc(&self, $text: String) -> String {
-                let $object = self;
-                $body
+            pub fn handoff_rpc(&self, $text: String) -> ::wasm_bindgen::JsValue {
+                let shared = ::std::clone::Clone::clone(self);
+                $crate::rpc::answer(async move {
+                    let $object = &shared;
+                    $body
+                })
             }
         }
     };
 }
 pub(crate) use export_rpc;
+
+/// Runs an op's answer until it first waits: one that never waits (a read, most writes: SQL is
+/// synchronous in a Durable Object) goes back as the text itself, with no promise, task or
+/// microtask; one that waits (a fetch, a timer, a wake-up) goes on as a promise.
+///
+/// The first poll's waker relays to the promise's task once that has polled, so a future that
+/// keeps the first waker it was given (`worker::Delay` does) still wakes the task.
+pub fn answer(future: impl std::future::Future<Output = String> + 'static) -> JsValue {
+    use std::task::{Context, Poll, Waker};
+    let relay = std::sync::Arc::new(Relay::default());
+    let waker = Waker::from(relay.clone());
+    let mut future = Box::pin(future);
+    match future.as_mut().poll(&mut Context::from_waker(&waker)) {
+        Poll::Ready(text) => JsValue::from(text),
+        Poll::Pending => worker::wasm_bindgen_futures::future_to_promise(async move {
+            let text = std::future::poll_fn(|cx| {
+                relay.follow(cx.waker());
+                future.as_mut().poll(cx)
+            })
+            .await;
+            Ok(JsValue::from(text))
+        })
+        .into(),
+    }
+}
+
+/// The waker of [`answer`]'s first poll: wakes whichever task polls the future now.
+#[derive(Default)]
+struct Relay(std::sync::Mutex<Option<std::task::Waker>>);
+
+impl Relay {
+    fn follow(&self, waker: &std::task::Waker) {
+        let mut slot = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *slot = Some(waker.clone());
+        }
+    }
+}
+
+impl std::task::Wake for Relay {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        // Before the task's first poll there is nobody to wake: that poll comes anyway.
+        let slot = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(waker) = slot.as_ref() {
+            waker.wake_by_ref();
+        }
+    }
+}
 
 /// One request to a Durable Object: the enum it travels in and the reply it gets.
 pub trait Op: Into<Self::Request> {

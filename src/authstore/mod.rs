@@ -15,6 +15,7 @@ use api::Envelope;
 use grants::Lifetimes;
 use rpc::Encoded;
 use std::cell::Cell;
+use std::rc::Rc;
 use worker::{console_error, durable_object, DurableObject, Env, Request, Response, State};
 
 /// Authorization requests wait this long for the owner's decision.
@@ -24,12 +25,14 @@ const HOUSEKEEPING_MS: i64 = 6 * 3600 * 1000;
 /// Registered clients nobody has used (and that hold no grant) are forgotten after this long.
 const CLIENT_IDLE_MS: i64 = 30 * 24 * 3600 * 1000;
 
+/// Cloned for each op it answers over RPC (`rpc::export_rpc!`): every field is shared.
 #[durable_object]
+#[derive(Clone)]
 pub struct AuthStoreObject {
-    state: State,
+    state: Rc<State>,
     env: Env,
     /// Whether this instance already made sure the housekeeping alarm is set.
-    alarm_checked: Cell<bool>,
+    alarm_checked: Rc<Cell<bool>>,
 }
 
 impl DurableObject for AuthStoreObject {
@@ -38,9 +41,9 @@ impl DurableObject for AuthStoreObject {
             console_error!("auth store schema: {e}");
         }
         Self {
-            state,
+            state: Rc::new(state),
             env,
-            alarm_checked: Cell::new(false),
+            alarm_checked: Rc::default(),
         }
     }
 

@@ -18,6 +18,7 @@ use crate::session::api as session;
 use crate::time::{alarm_offset, now_ms, rfc3339};
 use api::Envelope;
 use std::cell::Cell;
+use std::rc::Rc;
 use worker::{
     console_error, durable_object, DurableObject, Env, Request, Response, SqlStorage, State,
 };
@@ -38,16 +39,18 @@ const _: () = assert!(
 /// `last_seen_at` is rewritten at most this often, so polling does not write on every call.
 const MCP_SESSION_TOUCH_MS: i64 = 3600 * 1000;
 
+/// Cloned for each op it answers over RPC (`rpc::export_rpc!`): every field is shared.
 #[durable_object]
+#[derive(Clone)]
 pub struct RunLedger {
-    state: State,
+    state: Rc<State>,
     env: Env,
     /// The alarm time this instance last read or set; `None` when unknown.
-    alarm_at: Cell<Option<i64>>,
+    alarm_at: Rc<Cell<Option<i64>>>,
     /// The MCP sessions this instance found live (the rows' mirror, see `live_sessions`).
-    live_sessions: live_sessions::LiveSessions,
+    live_sessions: Rc<live_sessions::LiveSessions>,
     /// Calls waiting for a run to change (`await_run`).
-    waiters: waiters::Waiters,
+    waiters: Rc<waiters::Waiters>,
 }
 
 impl DurableObject for RunLedger {
@@ -56,11 +59,11 @@ impl DurableObject for RunLedger {
             console_error!("ledger schema: {e}");
         }
         Self {
-            state,
+            state: Rc::new(state),
             env,
-            alarm_at: Cell::new(None),
-            live_sessions: live_sessions::LiveSessions::default(),
-            waiters: waiters::Waiters::default(),
+            alarm_at: Rc::default(),
+            live_sessions: Rc::default(),
+            waiters: Rc::default(),
         }
     }
 

@@ -15,15 +15,18 @@ use crate::rpc;
 use crate::time::{alarm_offset, now_ms};
 use crate::workers::{schedule, Trigger};
 use api::{PrepareRun, RegistryRequest};
+use std::rc::Rc;
 use worker::{console_error, durable_object, DurableObject, Env, Request, Response, State};
 
 /// When a fire could not be handed to the ledger, the alarm tries again this soon (the run's
 /// idempotency key makes the retry safe).
 const RETRY_MS: i64 = 10_000;
 
+/// Cloned for each op it answers over RPC (`rpc::export_rpc!`).
 #[durable_object]
+#[derive(Clone)]
 pub struct WorkerRegistry {
-    state: State,
+    state: Rc<State>,
     env: Env,
 }
 
@@ -35,7 +38,10 @@ impl DurableObject for WorkerRegistry {
         {
             console_error!("registry schema: {e}");
         }
-        Self { state, env }
+        Self {
+            state: Rc::new(state),
+            env,
+        }
     }
 
     async fn fetch(&self, _req: Request) -> worker::Result<Response> {

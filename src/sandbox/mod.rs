@@ -49,12 +49,14 @@ macro_rules! on_daemon {
 // After the macro, which it uses.
 mod handler;
 
+/// Cloned for each op it answers over RPC (`rpc::export_rpc!`): every field is shared.
 #[durable_object]
+#[derive(Clone)]
 pub struct SandboxObject {
-    state: State,
+    state: Rc<State>,
     env: Env,
     /// When this instance last made sure the daemon has the sandbox (0: never).
-    ensured_at: Cell<i64>,
+    ensured_at: Rc<Cell<i64>>,
     /// What this instance knows of its container.
     watch: Rc<container::Watch>,
 }
@@ -65,9 +67,9 @@ impl DurableObject for SandboxObject {
             console_error!("sandbox schema: {e}");
         }
         Self {
-            state,
+            state: Rc::new(state),
             env,
-            ensured_at: Cell::new(0),
+            ensured_at: Rc::default(),
             watch: Rc::default(),
         }
     }

@@ -28,6 +28,7 @@ use crate::rpc::{self, Ack};
 use crate::time::now_ms;
 use api::{Dispatch, Prepare, RunEnded, SessionHandler, SessionRequest, Wake};
 use driver::{Driver, Next};
+use std::rc::Rc;
 use worker::{console_error, durable_object, DurableObject, Env, Request, Response, State};
 
 /// Steps one alarm may take before it yields (each step persists its state).
@@ -35,9 +36,11 @@ const STEPS_PER_ALARM: usize = 20;
 /// How soon an alarm that yielded after `STEPS_PER_ALARM` steps comes back.
 const YIELD_MS: i64 = 50;
 
+/// Cloned for each op it answers over RPC (`rpc::export_rpc!`).
 #[durable_object]
+#[derive(Clone)]
 pub struct WorkSession {
-    state: State,
+    state: Rc<State>,
     env: Env,
 }
 
@@ -46,7 +49,10 @@ impl DurableObject for WorkSession {
         if let Err(e) = store::create_schema(&state.storage().sql()) {
             console_error!("session schema: {e}");
         }
-        Self { state, env }
+        Self {
+            state: Rc::new(state),
+            env,
+        }
     }
 
     async fn fetch(&self, _req: Request) -> worker::Result<Response> {

@@ -1,4 +1,4 @@
-//! `cargo xtask bench [runs|bundle|sandboxes|containers|agent|agent-spare|agent-cold [N]|oauth|workers|load|wait|soak|profile]`: starts fresh local stacks and prints figures — what was
+//! `cargo xtask bench [runs|hot|bundle|sandboxes|containers|agent|agent-spare|agent-cold [N]|oauth|workers|load|wait|soak|profile]`: starts fresh local stacks and prints figures — what was
 //! measured and how it compares with the targets. It never fails on a target.
 
 mod agent;
@@ -24,7 +24,9 @@ async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let which = args.first().cloned().unwrap_or_else(|| "all".into());
     match which.as_str() {
-        "runs" => runs::run().await,
+        "runs" => runs::run(true).await,
+        // Only the hot path beside the baseline (no 10,000 runs, no SDK client): for A/B rounds.
+        "hot" => runs::run(false).await,
         // Only the bundle's size and what it is made of (no stack).
         "bundle" => bundle::report(),
         "sandboxes" => sandboxes::run().await,
@@ -44,7 +46,7 @@ async fn main() {
         "soak" => soak::run().await,
         "profile" => profile::run(&args[1..]).await,
         "all" => {
-            runs::run().await;
+            runs::run(true).await;
             wait::run().await;
             sandboxes::run().await;
             agent::run().await;
@@ -53,7 +55,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "bench: unknown benchmark {other:?}; use runs, bundle, sandboxes, containers, agent, agent-spare, agent-cold [N], oauth, workers, load, wait, soak, profile or all"
+                "bench: unknown benchmark {other:?}; use runs, hot, bundle, sandboxes, containers, agent, agent-spare, agent-cold [N], oauth, workers, load, wait, soak, profile or all"
             );
             std::process::exit(2);
         }

@@ -18,8 +18,12 @@ const SESSIONS: usize = 100;
 /// `opencode_run_task` calls measured one after another (each adds a run to the ledger).
 const START_SAMPLES: usize = 100;
 
-pub async fn run() {
-    crate::bundle::report();
+/// `full`: also `list_runs`, `tools/list`, `run_task`, the SDK client and 10,000 runs (else only
+/// `get_result` beside the baseline, for A/B rounds of two builds).
+pub async fn run(full: bool) {
+    if full {
+        crate::bundle::report();
+    }
     let worker = Worker::start(WorkerOptions::default());
     let base = worker.url("");
     let mcp = Arc::new(Mcp::connect(&base).await);
@@ -52,6 +56,9 @@ pub async fn run() {
     let get_ten = measure(&mcp, 10, SAMPLES_PER_CLIENT, get.clone()).await;
     report("opencode_get_result, 10 clients", &get_ten);
     let baseline = baseline(&mcp, get).await;
+    if !full {
+        return;
+    }
     let list_100 = measure(&mcp, 1, SAMPLES_ONE_CLIENT, list).await;
     report("opencode_list_runs, 1 client", &list_100);
     report(

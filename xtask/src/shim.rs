@@ -120,6 +120,7 @@ class Entrypoint {
 }
 Entrypoint.prototype.fetch = function fetch(request) {
   if (request === "trap") throw new WebAssembly.RuntimeError("unreachable");
+  if (typeof request === "object") return `${this.env.name} cf ${request.cf}`;
   return `${this.env.name} ${request}`;
 };
 class Ledger {
@@ -148,6 +149,9 @@ const assert = (ok, what) => { if (!ok) { console.error("FAILED: " + what); proc
 const throws = (f) => { try { f(); return null; } catch (e) { return e; } };
 const entry = new shim_default({}, { name: "env" });
 assert(entry.fetch("a") === "env a", "the entrypoint answers with its own env");
+class Cf { get cf() { return { colo: "LHR" }; } }
+const request = new Cf();
+assert(entry.fetch(request) === "env cf undefined", "the entrypoint's fetch does not see the request's cf");
 const ledger = new Ledger2("state-1", {});
 assert(ledger.fetch("a") === "ledger state-1 a", "a Durable Object answers");
 assert(throws(() => ledger.fetch("fail")).message === "an ordinary error", "an ordinary error passes through");
