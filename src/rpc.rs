@@ -384,3 +384,48 @@ async fn read_op<Op: DeserializeOwned>(req: Request) -> Result<Op> {
 async fn read_text(mut req: Request) -> Result<String> {
     Ok(req.text().await?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
+
+    /// A task's waker that counts its wake-ups.
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn the_first_polls_waker_wakes_the_task_that_polls_later() {
+        let relay = Arc::new(Relay::default());
+        let first = Waker::from(relay.clone());
+        // Before the promise's task has polled there is nobody to wake (its first poll comes).
+        first.wake_by_ref();
+        let task = Arc::new(Count::default());
+        let task_waker = Waker::from(task.clone());
+        relay.follow(&task_waker);
+        relay.follow(&task_waker);
+        // A timer that kept the first waker still reaches the task, once per wake-up.
+        first.wake_by_ref();
+        first.wake();
+        assert_eq!(task.0.load(Ordering::SeqCst), 2);
+        let later = Arc::new(Count::default());
+        relay.follow(&Waker::from(later.clone()));
+        Waker::from(relay).wake();
+        assert_eq!(
+            (
+                task.0.load(Ordering::SeqCst),
+                later.0.load(Ordering::SeqCst)
+            ),
+            (2, 1),
+            "the latest poller's waker is the one woken"
+        );
+    }
+}
