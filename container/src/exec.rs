@@ -97,7 +97,7 @@ pub async fn run_argv(
     timeout_ms: u64,
 ) -> Result<ExecResult> {
     let timeout = check_timeout(timeout_ms)?;
-    let _shared = sandbox.gate.read().await;
+    let _shared = sandbox.gate.shared().await?;
     let started = Instant::now();
     let mut child = spawn(registry, sandbox, argv, cwd, env).await?;
     let stdout = child.stdout.take();
@@ -157,7 +157,7 @@ pub async fn stream(
     let timeout = check_timeout(req.timeout_ms)?;
     let argv = program(&req.command, req.argv.as_ref())?;
     let credentials = sandbox.credentials.grant(&req.credentials)?;
-    let gate = sandbox.gate.clone().read_owned().await;
+    let gate = sandbox.gate.shared_owned().await?;
     let started = Instant::now();
     let mut child = spawn(&registry, &sandbox, &argv, req.cwd.as_deref(), &req.env).await?;
     let (tx, rx) = mpsc::channel(64);

@@ -29,16 +29,23 @@ impl Waiters {
     /// A wake-up for the next write under `key`.
     fn register(&self, key: &str) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
-        let mut map = self.0.borrow_mut();
-        let list = map.entry(key.to_string()).or_default();
-        // Waits that ended by their deadline dropped their receivers.
-        list.retain(|w| !w.is_canceled());
-        if list.len() >= MAX_PER_RUN {
-            for w in list.drain(..list.len() / 2) {
-                let _ = w.send(());
-            }
+        let evicted: Vec<_> = {
+            let mut map = self.0.borrow_mut();
+            let list = map.entry(key.to_string()).or_default();
+            // Waits that ended by their deadline dropped their receivers.
+            list.retain(|w| !w.is_canceled());
+            let evicted = if list.len() >= MAX_PER_RUN {
+                list.drain(..list.len() / 2).collect()
+            } else {
+                Vec::new()
+            };
+            list.push(tx);
+            evicted
+        };
+        // Woken once the map is let go, as `wake` does: a wake-up may run its waiter at once.
+        for w in evicted {
+            let _ = w.send(());
         }
-        list.push(tx);
         rx
     }
 
@@ -118,6 +125,38 @@ mod tests {
         assert!(flood
             .iter_mut()
             .all(|rx| !matches!(rx.try_recv(), Ok(None))));
+    }
+
+    thread_local! {
+        static WATCHED: std::rc::Rc<Waiters> = std::rc::Rc::default();
+        static FREE_AT_WAKE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+    }
+
+    /// A waker that notes whether `WATCHED`'s map could be borrowed when it was woken.
+    struct Noting;
+
+    impl std::task::Wake for Noting {
+        fn wake(self: std::sync::Arc<Self>) {
+            let free = WATCHED.with(|w| w.0.try_borrow_mut().is_ok());
+            FREE_AT_WAKE.with(|f| f.set(Some(free)));
+        }
+    }
+
+    #[test]
+    fn a_wait_woken_to_make_room_is_woken_with_the_map_let_go() {
+        let waiters = WATCHED.with(std::rc::Rc::clone);
+        let mut oldest = waiters.register("run_a");
+        let waker = std::task::Waker::from(std::sync::Arc::new(Noting));
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(std::pin::Pin::new(&mut oldest).poll(&mut cx).is_pending());
+        let _flood: Vec<_> = (0..MAX_PER_RUN)
+            .map(|_| waiters.register("run_a"))
+            .collect();
+        assert_eq!(
+            FREE_AT_WAKE.with(|f| f.get()),
+            Some(true),
+            "woken, and its waker could use the waiters (an executor may poll on wake-up)"
+        );
     }
 
     #[test]

@@ -168,19 +168,22 @@ impl Agent {
     }
 
     /// Waits (at most `max_ms`) until `session` is idle and its latest answer is marked ended,
-    /// as it is once an abort has been written down.
-    pub async fn settle(&self, session: &str, max_ms: i64) {
+    /// as it is once an abort has been written down; whether it got there.
+    pub async fn settle(&self, session: &str, max_ms: i64) -> bool {
         let deadline = crate::time::now_ms() + max_ms;
-        while crate::time::now_ms() < deadline {
+        loop {
             let idle = matches!(self.activity(session).await, Ok(Activity::Idle));
             let ended = match self.messages(session, Some(1)).await {
                 Ok(messages) => messages.last().is_none_or(|m| {
                     !m["info"]["time"]["completed"].is_null() || m["info"]["role"] != "assistant"
                 }),
-                Err(_) => return,
+                Err(_) => return false,
             };
             if idle && ended {
-                return;
+                return true;
+            }
+            if crate::time::now_ms() >= deadline {
+                return false;
             }
             Delay::from(Duration::from_millis(200)).await;
         }

@@ -7,7 +7,7 @@
 
 use super::driver::{argv, Driver, Next};
 use super::launch::{model_of, AgentSetup};
-use super::opencode::Agent;
+use super::opencode::{Activity, Agent};
 use super::store::{self, Current, Phase};
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
@@ -18,8 +18,11 @@ use crate::time::now_ms;
 use std::time::Duration;
 use worker::{console_warn, Delay};
 
-/// How long the warm-up prompt may take to end (its model call is refused at once).
-const WARM_UP_MS: i64 = 15_000;
+/// How long the warm-up prompt may take to end. Its model call is refused at once, but in CI,
+/// with other runs' agents busy beside it, it once took more than 15 s.
+const WARM_UP_MS: i64 = 45_000;
+/// How long an aborted warm-up prompt gets to be written down as ended.
+const WARM_UP_SETTLE_MS: i64 = 10_000;
 
 impl Driver<'_> {
     /// Prepares the spare session, once, after the run it was made for has ended (so the two
@@ -51,6 +54,11 @@ impl Driver<'_> {
             .await?;
         if let Err(e) = self.warm_up(&run).await {
             console_warn!("spare session {}: warm-up: {e}", self.session_id);
+            // Not known to be over, the warm-up may yet reach the model in the run's time: its
+            // agent goes, and with it the spare (`retire_spare`, at the session's next step).
+            if let Some(process) = current.agent_process {
+                self.forget_kept_agent(process).await?;
+            }
         }
         // Frozen at once: since the warm-up is served in the run's own folder, leaving OpenCode
         // 3 s to settle first no longer shows (first model request 0.33–0.37 s in three bench
@@ -115,18 +123,19 @@ impl Driver<'_> {
         agent
             .prompt(&session, "Reply OK.", &provider, &model, None)
             .await?;
-        // Its answer ends (refused) once the model call has been made.
-        let deadline = now_ms() + WARM_UP_MS;
-        while now_ms() < deadline {
-            let messages = agent.messages(&session, Some(1)).await?;
-            let answered = messages.last().is_some_and(|m| {
-                m["info"]["role"] == "assistant"
-                    && !(m["info"]["time"]["completed"].is_null() && m["info"]["error"].is_null())
-            });
-            if answered {
-                break;
+        // Its answer ends (refused) once the model call has been made. Until OpenCode is known
+        // to be done with the prompt, it could still make that call after a run has taken the
+        // session over, and the proxy would let it through then: so a prompt that has not
+        // ended in time is aborted, and one that does not settle even so is an error, whose
+        // agent the caller stops.
+        if !answered(&agent, &session).await? {
+            let _ = agent.abort(&session).await;
+            if !agent.settle(&session, WARM_UP_SETTLE_MS).await {
+                return Err(Error::internal(format!(
+                    "the warm-up prompt did not end within {} s, nor once aborted",
+                    WARM_UP_MS / 1000
+                )));
             }
-            Delay::from(Duration::from_millis(100)).await;
         }
         agent.delete_session(&session).await
     }
@@ -161,4 +170,21 @@ impl Driver<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether the warm-up prompt's answer ended, and OpenCode is idle, within `WARM_UP_MS`.
+async fn answered(agent: &Agent, session: &str) -> Result<bool> {
+    let deadline = now_ms() + WARM_UP_MS;
+    while now_ms() < deadline {
+        let messages = agent.messages(session, Some(1)).await?;
+        let ended = messages.last().is_some_and(|m| {
+            m["info"]["role"] == "assistant"
+                && !(m["info"]["time"]["completed"].is_null() && m["info"]["error"].is_null())
+        });
+        if ended && matches!(agent.activity(session).await?, Activity::Idle) {
+            return Ok(true);
+        }
+        Delay::from(Duration::from_millis(100)).await;
+    }
+    Ok(false)
 }

@@ -10,6 +10,7 @@ mod by_products;
 mod callbacks;
 mod conformance;
 mod daemon_api;
+mod daemon_delete;
 mod daemon_limits;
 mod deploy;
 mod desktop;

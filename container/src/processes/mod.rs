@@ -37,7 +37,7 @@ pub async fn start(
             "this sandbox already runs {MAX_TRACKED} background processes; kill some first"
         )));
     }
-    let _shared = sandbox.gate.read().await;
+    let _shared = sandbox.gate.shared().await?;
     let cwd = sandbox.resolve_cwd(req.cwd.as_deref())?;
     let running = registry.ensure_running(sandbox).await?;
     let id = table.next.fetch_add(1, Ordering::SeqCst);

@@ -153,7 +153,9 @@ async fn put_sandbox(
 /// meet and report; a sandbox deleted or replaced meanwhile is not started.
 fn start_soon(registry: Arc<Registry>, sandbox: Arc<Sandbox>) {
     tokio::spawn(async move {
-        let _shared = sandbox.gate.read().await;
+        let Ok(_shared) = sandbox.gate.shared().await else {
+            return;
+        };
         let current = registry.get(&sandbox.id).ok();
         if current.is_some_and(|current| Arc::ptr_eq(&current, &sandbox)) {
             let _ = registry.ensure_running(&sandbox).await;
@@ -181,7 +183,7 @@ async fn stop(Authorized(sandbox): Authorized) -> Result<impl IntoResponse> {
 async fn get_snapshot(Authorized(sandbox): Authorized) -> Result<Response> {
     // Nothing may run while the workspace is packed: a process racing the walk could
     // otherwise swap a directory for a link out of the workspace.
-    let _exclusive = sandbox.gate.write().await;
+    let _exclusive = sandbox.gate.exclusive().await?;
     sandbox.halt().await;
     let exported = sandbox.clone();
     let (path, size) = blocking(move || snapshot::export(&exported)).await?;
@@ -200,7 +202,7 @@ async fn get_snapshot(Authorized(sandbox): Authorized) -> Result<Response> {
 async fn put_snapshot(Authorized(sandbox): Authorized, body: Body) -> Result<impl IntoResponse> {
     let path = snapshot::receive(&sandbox, body.into_data_stream()).await?;
     // Nothing may run while the workspace is swapped.
-    let _exclusive = sandbox.gate.write().await;
+    let _exclusive = sandbox.gate.exclusive().await?;
     sandbox.halt().await;
     let restoring = sandbox.clone();
     blocking(move || snapshot::restore(&restoring, &path)).await?;
@@ -313,7 +315,7 @@ async fn read_file(
                 ApiError::bad_request(format!("max must be 1 to {LARGE_READ_CAP} bytes"))
             })?,
     };
-    let _shared = sandbox.gate.read().await;
+    let _shared = sandbox.gate.shared().await?;
     let home = sandbox.home.clone();
     Ok(Json(
         blocking(move || files::read(&home, &resolved, encoding, cap)).await?,
@@ -343,7 +345,7 @@ async fn write_file(
         }
         bytes.extend_from_slice(&chunk);
     }
-    let _shared = sandbox.gate.read().await;
+    let _shared = sandbox.gate.shared().await?;
     let (home, owner) = (sandbox.home.clone(), sandbox.owner());
     Ok(Json(
         blocking(move || files::write(&home, owner, &resolved, &bytes)).await?,
@@ -355,7 +357,7 @@ async fn delete_file(Authorized(sandbox): Authorized, Query(params): Params) -> 
     let recursive = params
         .get("recursive")
         .is_some_and(|v| v == "true" || v == "1");
-    let _shared = sandbox.gate.read().await;
+    let _shared = sandbox.gate.shared().await?;
     let home = sandbox.home.clone();
     blocking(move || files::delete(&home, &resolved, recursive)).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -366,7 +368,7 @@ async fn list_files(
     Query(params): Params,
 ) -> Result<impl IntoResponse> {
     let resolved = files::resolve(params.get("path").map(String::as_str).unwrap_or(""))?;
-    let _shared = sandbox.gate.read().await;
+    let _shared = sandbox.gate.shared().await?;
     let home = sandbox.home.clone();
     Ok(Json(blocking(move || files::list(&home, &resolved)).await?))
 }
@@ -376,7 +378,7 @@ async fn mkdir(
     Query(params): Params,
 ) -> Result<impl IntoResponse> {
     let resolved = files::resolve(param(&params, "path")?)?;
-    let _shared = sandbox.gate.read().await;
+    let _shared = sandbox.gate.shared().await?;
     let (home, owner) = (sandbox.home.clone(), sandbox.owner());
     Ok(Json(
         blocking(move || files::mkdir(&home, owner, &resolved)).await?,
@@ -385,7 +387,7 @@ async fn mkdir(
 
 async fn zip_dir(Authorized(sandbox): Authorized, Query(params): Params) -> Result<Response> {
     let resolved = files::resolve(params.get("path").map(String::as_str).unwrap_or(""))?;
-    let _shared = sandbox.gate.read().await;
+    let _shared = sandbox.gate.shared().await?;
     let home = sandbox.home.clone();
     let bytes = blocking(move || crate::zipdir::zip_dir(&home, &resolved)).await?;
     Ok(([(header::CONTENT_TYPE, "application/zip")], bytes).into_response())

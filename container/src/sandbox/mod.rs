@@ -13,6 +13,7 @@ mod command;
 pub mod confine;
 pub mod detect;
 mod direct;
+pub mod gate;
 pub mod init;
 pub mod isolation;
 mod layout;
@@ -37,7 +38,7 @@ use layout::{data_dir, set_mode, write_meta, Meta, META_FILE};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{Mutex as AsyncMutex, RwLock};
+use tokio::sync::Mutex as AsyncMutex;
 pub use validate::valid_id;
 use validate::{check_id, check_spec};
 
@@ -70,8 +71,7 @@ pub struct Sandbox {
     mode: Mode,
     meta: Mutex<Meta>,
     runtime: AsyncMutex<Option<Runtime>>,
-    /// Shared by commands and file operations; exclusive for stop, restore and delete.
-    pub gate: Arc<RwLock<()>>,
+    pub gate: gate::Gate,
     pub processes: Table,
     pub egress: egress::Log,
     /// Whether its processes see the workspace at `/home/sandbox` and go out through the egress
@@ -243,7 +243,7 @@ impl Registry {
             uid: meta.uid.unwrap_or(self.uid_base),
             meta: Mutex::new(meta),
             runtime: AsyncMutex::new(None),
-            gate: Arc::new(RwLock::new(())),
+            gate: gate::Gate::default(),
             isolation: self.isolation(),
             seccomp: self.host.seccomp.clone(),
             authority: Mutex::new(None),
@@ -320,7 +320,7 @@ impl Registry {
 
     pub async fn delete(&self, id: &str) -> Result<()> {
         let sandbox = self.get(id)?;
-        let _exclusive = sandbox.gate.write().await;
+        let _exclusive = sandbox.gate.close().await?;
         sandbox.halt().await;
         self.lock().remove(id);
         if let Some(c) = &self.cgroups {
@@ -463,10 +463,11 @@ impl Sandbox {
         }
     }
 
-    /// Stops every process and the init; files stay.
+    /// Stops every process and the init; files stay (a deleted sandbox's delete halted it).
     pub async fn stop(&self) {
-        let _exclusive = self.gate.write().await;
-        self.halt().await;
+        if let Ok(_exclusive) = self.gate.exclusive().await {
+            self.halt().await;
+        }
     }
 
     /// Stops processes and the init; the caller holds the gate exclusively. Returns once the
