@@ -15,27 +15,49 @@ use crate::tree::{self, Kind};
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Largest snapshot, compressed, in either direction.
 pub const SNAPSHOT_CAP: u64 = 2 * 1024 * 1024 * 1024;
 
-fn snapshot_path(sandbox: &Sandbox, name: &str) -> PathBuf {
-    sandbox.dir().join(name)
+/// An archive in the sandbox's folder, named for this call alone (two snapshots or two uploads
+/// at once never write into each other's file; one left by a daemon that died is overwritten)
+/// and removed when dropped: after a restore, or when the call fails or its client goes away.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(sandbox: &Sandbox, stem: &str) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        Scratch(sandbox.dir().join(format!("{stem}-{n}.tar.gz")))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
 }
 
-/// Writes the workspace of a stopped sandbox to `<sandbox>/snapshot.tar.gz` and returns its
-/// path and size.
-pub fn export(sandbox: &Sandbox) -> Result<(PathBuf, u64)> {
-    let path = snapshot_path(sandbox, "snapshot.tar.gz");
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Packs the workspace of a stopped sandbox and returns the archive open at its start, with its
+/// size. Its file is already unlinked: the disk it takes is given back when the reader is
+/// dropped (the download done or abandoned), and nothing is left in the sandbox's folder.
+pub fn export(sandbox: &Sandbox) -> Result<(File, u64)> {
+    let scratch = Scratch::new(sandbox, "outgoing");
     let file = File::options()
+        .read(true)
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(&path)?;
+        .open(scratch.path())?;
     let mut tar = tar::Builder::new(GzEncoder::new(file, Compression::fast()));
     let root = beneath::open_dir(&sandbox.home)?;
     let packed = tree::walk(&root, &mut |entry| {
@@ -72,40 +94,43 @@ pub fn export(sandbox: &Sandbox) -> Result<(PathBuf, u64)> {
             Kind::Other => Ok(()),
         }
     });
-    let finished = packed
+    let mut file = packed
         .and_then(|()| tar.into_inner())
-        .and_then(|gz| gz.finish());
-    if let Err(e) = finished {
-        let _ = std::fs::remove_file(&path);
-        return Err(ApiError::internal(format!("packing the workspace: {e}")));
-    }
-    let size = std::fs::metadata(&path)?.len();
+        .and_then(|gz| gz.finish())
+        .map_err(|e| ApiError::internal(format!("packing the workspace: {e}")))?;
+    drop(scratch);
+    let size = file.metadata()?.len();
     if size > SNAPSHOT_CAP {
-        let _ = std::fs::remove_file(&path);
         return Err(ApiError::too_large(format!(
             "the workspace snapshot is {size} bytes; the limit is {SNAPSHOT_CAP}"
         )));
     }
-    Ok((path, size))
+    file.seek(io::SeekFrom::Start(0))?;
+    Ok((file, size))
 }
 
-/// Streams an incoming snapshot into a file (`0600`, at most `SNAPSHOT_CAP` bytes) and returns
-/// its path, ready for `restore`.
-pub async fn receive<S, E>(sandbox: &Sandbox, mut stream: S) -> Result<PathBuf>
+/// Streams an incoming snapshot into a file of its own (`0600`, at most `SNAPSHOT_CAP` bytes),
+/// ready for `restore`.
+pub async fn receive<S, E>(sandbox: &Sandbox, mut stream: S) -> Result<Scratch>
 where
     S: futures::Stream<Item = std::result::Result<bytes::Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
     use futures::StreamExt;
     use tokio::io::AsyncWriteExt;
-    let path = snapshot_path(sandbox, "incoming.tar.gz");
-    let mut file = tokio::fs::OpenOptions::new()
+    let scratch = Scratch::new(sandbox, "incoming");
+    let opened = tokio::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(&path)
-        .await?;
+        .open(scratch.path())
+        .await;
+    // A delete that got in first took the folder: say so, not "no such file".
+    let mut file = opened.map_err(|e| match sandbox.gate.still_open() {
+        Ok(()) => ApiError::from(e),
+        Err(gone) => gone,
+    })?;
     let mut size = 0u64;
     while let Some(chunk) = stream.next().await {
         let chunk =
@@ -117,7 +142,7 @@ where
         file.write_all(&chunk).await?;
     }
     file.flush().await?;
-    Ok(path)
+    Ok(scratch)
 }
 
 /// Replaces the workspace with the contents of `archive` (the sandbox must be stopped).
@@ -155,6 +180,5 @@ pub fn restore(sandbox: &Sandbox, archive: &Path) -> Result<()> {
     std::fs::rename(&sandbox.home, &old)?;
     std::fs::rename(&fresh, &sandbox.home)?;
     let _ = std::fs::remove_dir_all(&old);
-    let _ = std::fs::remove_file(archive);
     Ok(())
 }

@@ -186,9 +186,8 @@ async fn get_snapshot(Authorized(sandbox): Authorized) -> Result<Response> {
     let _exclusive = sandbox.gate.exclusive().await?;
     sandbox.halt().await;
     let exported = sandbox.clone();
-    let (path, size) = blocking(move || snapshot::export(&exported)).await?;
-    let file = tokio::fs::File::open(&path).await?;
-    let stream = tokio_util::io::ReaderStream::new(file);
+    let (file, size) = blocking(move || snapshot::export(&exported)).await?;
+    let stream = tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file));
     Ok((
         [
             (header::CONTENT_TYPE, "application/gzip".to_string()),
@@ -200,12 +199,12 @@ async fn get_snapshot(Authorized(sandbox): Authorized) -> Result<Response> {
 }
 
 async fn put_snapshot(Authorized(sandbox): Authorized, body: Body) -> Result<impl IntoResponse> {
-    let path = snapshot::receive(&sandbox, body.into_data_stream()).await?;
+    let archive = snapshot::receive(&sandbox, body.into_data_stream()).await?;
     // Nothing may run while the workspace is swapped.
     let _exclusive = sandbox.gate.exclusive().await?;
     sandbox.halt().await;
     let restoring = sandbox.clone();
-    blocking(move || snapshot::restore(&restoring, &path)).await?;
+    blocking(move || snapshot::restore(&restoring, archive.path())).await?;
     drop(_exclusive);
     Ok(Json(sandbox.state().await))
 }

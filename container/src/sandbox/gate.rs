@@ -17,20 +17,20 @@ pub struct Gate {
 impl Gate {
     pub async fn shared(&self) -> Result<RwLockReadGuard<'_, ()>> {
         let guard = self.lock.read().await;
-        self.open()?;
+        self.still_open()?;
         Ok(guard)
     }
 
     /// The gate shared for as long as the guard lives, wherever it goes (a streamed command).
     pub async fn shared_owned(&self) -> Result<OwnedRwLockReadGuard<()>> {
         let guard = self.lock.clone().read_owned().await;
-        self.open()?;
+        self.still_open()?;
         Ok(guard)
     }
 
     pub async fn exclusive(&self) -> Result<RwLockWriteGuard<'_, ()>> {
         let guard = self.lock.write().await;
-        self.open()?;
+        self.still_open()?;
         Ok(guard)
     }
 
@@ -41,7 +41,8 @@ impl Gate {
         Ok(guard)
     }
 
-    fn open(&self) -> Result<()> {
+    /// Not-found once a delete has closed the gate.
+    pub fn still_open(&self) -> Result<()> {
         if self.deleted.load(Ordering::SeqCst) {
             return Err(ApiError::not_found(
                 "the sandbox was deleted while this call waited for it",
