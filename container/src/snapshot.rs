@@ -10,7 +10,7 @@
 
 use crate::beneath::{self, Links};
 use crate::error::{ApiError, Result};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{scratch_archive, Sandbox, INCOMING, OUTGOING};
 use crate::tree::{self, Kind};
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -32,7 +32,7 @@ impl Scratch {
     fn new(sandbox: &Sandbox, stem: &str) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        Scratch(sandbox.dir().join(format!("{stem}-{n}.tar.gz")))
+        Scratch(scratch_archive(sandbox.dir(), stem, n))
     }
 
     pub fn path(&self) -> &Path {
@@ -50,7 +50,7 @@ impl Drop for Scratch {
 /// size. Its file is already unlinked: the disk it takes is given back when the reader is
 /// dropped (the download done or abandoned), and nothing is left in the sandbox's folder.
 pub fn export(sandbox: &Sandbox) -> Result<(File, u64)> {
-    let scratch = Scratch::new(sandbox, "outgoing");
+    let scratch = Scratch::new(sandbox, OUTGOING);
     let file = File::options()
         .read(true)
         .write(true)
@@ -118,7 +118,7 @@ where
 {
     use futures::StreamExt;
     use tokio::io::AsyncWriteExt;
-    let scratch = Scratch::new(sandbox, "incoming");
+    let scratch = Scratch::new(sandbox, INCOMING);
     let opened = tokio::fs::OpenOptions::new()
         .write(true)
         .create(true)

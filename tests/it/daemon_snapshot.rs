@@ -1,6 +1,7 @@
 //! Snapshots on the daemon when calls overlap: two downloads or two uploads at once each get
 //! or restore their own archive whole, and no archive is left in the sandbox's folder — not
-//! after a download, a refused upload, an upload its client abandons, or one a delete cut off.
+//! after a download, a refused upload, an upload its client abandons or one a delete cut off,
+//! nor (once it starts again) by a daemon killed mid-upload.
 
 use futures::StreamExt;
 use handoff_tests::daemon::{Client, Daemon};
@@ -114,33 +115,50 @@ async fn overlapping_snapshots_each_get_and_restore_their_own_archive_and_leave_
     no_archive_left(&folder, "a refused upload").await;
 }
 
-#[tokio::test]
-async fn an_abandoned_upload_and_one_a_delete_cut_off_leave_nothing_and_say_what_happened() {
-    let own = Daemon::start();
-    let c = Client::new(&own, "snap-abandoned").await;
-    let folder = own.sandboxes().join("snap-abandoned");
-    // The client announces 10 MB, sends 1 MB and goes away.
+/// Starts an upload that announces 10 MB and sends 1 MB; the connection, once the daemon has
+/// begun writing it.
+async fn start_upload(own: &Daemon, c: &Client, folder: &Path) -> tokio::net::TcpStream {
     let mut raw = tokio::net::TcpStream::connect(own.url().trim_start_matches("http://"))
         .await
         .expect("connect to the daemon");
     let head = format!(
-        "PUT /v1/sandboxes/snap-abandoned/snapshot HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {}\r\ncontent-length: 10000000\r\n\r\n",
-        c.token
+        "PUT /v1/sandboxes/{}/snapshot HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {}\r\ncontent-length: 10000000\r\n\r\n",
+        c.id, c.token
     );
     raw.write_all(head.as_bytes()).await.unwrap();
     raw.write_all(&vec![7u8; 1_000_000]).await.unwrap();
     raw.flush().await.unwrap();
-    let mut seen = false;
     for _ in 0..50 {
-        seen = !archives_in(&folder).is_empty();
-        if seen {
-            break;
+        if !archives_in(folder).is_empty() {
+            return raw;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(seen, "the upload never reached the daemon");
+    panic!("the upload never reached the daemon");
+}
+
+#[tokio::test]
+async fn uploads_abandoned_cut_off_by_a_delete_or_by_a_killed_daemon_leave_nothing_behind() {
+    let mut own = Daemon::start();
+    let c = Client::new(&own, "snap-abandoned").await;
+    let folder = own.sandboxes().join("snap-abandoned");
+    // The client announces 10 MB, sends 1 MB and goes away.
+    let raw = start_upload(&own, &c, &folder).await;
     drop(raw);
     no_archive_left(&folder, "an abandoned upload").await;
+    // A daemon killed mid-upload leaves its part; the next daemon removes it when it starts.
+    let raw = start_upload(&own, &c, &folder).await;
+    // SAFETY: kills the daemon this test started (its process group's leader).
+    unsafe { libc::kill(own.pgid().expect("daemon pid"), libc::SIGKILL) };
+    drop(raw);
+    own.restart();
+    // A new client: the old one's pooled connection went with the daemon.
+    let c = Client::new(&own, "snap-abandoned").await;
+    assert_eq!(
+        archives_in(&folder),
+        Vec::<String>::new(),
+        "left by the killed daemon"
+    );
 
     // A delete while an upload is under way: the upload hears that the sandbox is gone.
     fill(&c, "doomed").await;

@@ -32,6 +32,36 @@ pub fn data_dir(dir: &Path) -> PathBuf {
     }
 }
 
+/// The stems of a snapshot's archive files in a sandbox's folder, there while its download or
+/// upload lasts (`snapshot::Scratch`).
+pub const INCOMING: &str = "incoming";
+pub const OUTGOING: &str = "outgoing";
+
+pub fn scratch_archive(dir: &Path, stem: &str, n: u64) -> PathBuf {
+    dir.join(format!("{stem}-{n}.tar.gz"))
+}
+
+/// Removes the archives a daemon that died mid-download or mid-upload left in `dir`.
+pub fn sweep_scratch(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let scratch = [INCOMING, OUTGOING].iter().any(|stem| {
+            name.strip_prefix(stem)
+                .is_some_and(|rest| rest.starts_with('-'))
+        });
+        if scratch && name.ends_with(".tar.gz") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// A sandbox's `sandbox.json`, when it has a readable one.
+pub fn read_meta(dir: &Path) -> Option<Meta> {
+    let text = std::fs::read_to_string(dir.join(META_FILE)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 /// Writes a sandbox's `sandbox.json` (readable by the daemon only), without secret values.
 pub fn write_meta(dir: &Path, meta: &Meta) -> std::io::Result<()> {
     use std::io::Write;

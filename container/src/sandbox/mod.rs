@@ -34,7 +34,8 @@ use confine::Namespaces;
 use handoff_wire::{Isolation, SandboxSpec, SandboxState, SandboxStatus};
 use init::Init;
 use isolation::{HostIsolation, Mode, PROXY_PORT};
-use layout::{data_dir, set_mode, write_meta, Meta, META_FILE};
+use layout::{data_dir, set_mode, write_meta, Meta};
+pub use layout::{scratch_archive, INCOMING, OUTGOING};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -145,11 +146,9 @@ impl Registry {
             if !valid_id(&id) {
                 continue;
             }
-            let meta = std::fs::read_to_string(entry.path().join(META_FILE))
-                .ok()
-                .and_then(|text| serde_json::from_str::<Meta>(&text).ok());
-            if let Some(mut meta) = meta {
+            if let Some(mut meta) = layout::read_meta(&entry.path()) {
                 let dir = entry.path();
+                layout::sweep_scratch(&dir);
                 if volume::has_volume(&dir) {
                     match &registry.volumes {
                         Some(v) => v
