@@ -2,7 +2,8 @@
 //! the container, resuming starts a new one and restores the files, and a container that dies
 //! (its host fails, the engine kills it) is replaced on the next call, with the last snapshot —
 //! while a command it was running fails promptly instead of hanging; a sandbox whose container
-//! is gone pauses with the snapshot it had.
+//! is gone pauses with the snapshot it had. Inside, processes a command left behind are reaped
+//! when they end: no zombie piles up over a container's life.
 
 use crate::{create, exec, exec_after_loss, mcp, stdout};
 use handoff_tests::containers::{container_of, wait_gone};
@@ -132,4 +133,26 @@ async fn a_sandbox_whose_container_is_gone_pauses_with_its_last_snapshot() {
         .await;
     let out = exec_after_loss(&mcp, &id, "cat a.txt; ls").await;
     assert_eq!(stdout(&out), "first\na.txt\n", "{out}");
+}
+
+#[tokio::test]
+async fn processes_a_command_left_behind_are_reaped_when_they_end() {
+    let mcp = mcp().await;
+    let id = create(&mcp, json!({})).await;
+    // Orphans: a background job of a shell that has gone, and one in a session of its own.
+    let out = exec(
+        &mcp,
+        &id,
+        "(sleep 0.2 &) ; setsid sh -c 'sleep 0.3' > /dev/null 2>&1 < /dev/null & echo left",
+    )
+    .await;
+    assert_eq!(stdout(&out), "left\n", "{out}");
+    // A fork snapshots the workspace, which stops everything the sandbox runs first.
+    mcp.call_ok("sandbox_fork", json!({"sandboxId": id})).await;
+    assert_eq!(stdout(&exec(&mcp, &id, "echo again").await), "again\n");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (code, zombies) =
+        container_of(&id).exec("root", "ps -eo stat=,pid=,ppid=,args= | awk '$1 ~ /^Z/'");
+    assert_eq!(code, 0, "{zombies}");
+    assert_eq!(zombies.trim(), "", "zombies in the container");
 }

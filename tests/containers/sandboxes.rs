@@ -24,7 +24,8 @@ async fn a_sandbox_runs_in_a_container_of_its_own_as_an_unprivileged_user() {
         &mcp,
         &id,
         "id -u; grep -E '^(CapEff|CapPrm|NoNewPrivs|Seccomp):' /proc/self/status; \
-         echo $GREETING; pwd; cat /proc/1/environ >/dev/null 2>&1 || echo no-daemon-env",
+         echo $GREETING; pwd; (cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -q SANDBOX_DAEMON_SECRET) \
+         || echo no-daemon-env",
     )
     .await;
     let text = stdout(&out);
