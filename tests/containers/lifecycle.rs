@@ -3,7 +3,8 @@
 //! (its host fails, the engine kills it) is replaced on the next call, with the last snapshot —
 //! while a command it was running fails promptly instead of hanging; a sandbox whose container
 //! is gone pauses with the snapshot it had. Inside, processes a command left behind are reaped
-//! when they end: no zombie piles up over a container's life.
+//! when they end (no zombie piles up over a container's life), and a stop ends them all, even
+//! one in a session of its own.
 
 use crate::{create, exec, exec_after_loss, mcp, stdout};
 use handoff_tests::containers::{container_of, wait_gone};
@@ -155,4 +156,33 @@ async fn processes_a_command_left_behind_are_reaped_when_they_end() {
         container_of(&id).exec("root", "ps -eo stat=,pid=,ppid=,args= | awk '$1 ~ /^Z/'");
     assert_eq!(code, 0, "{zombies}");
     assert_eq!(zombies.trim(), "", "zombies in the container");
+}
+
+#[tokio::test]
+async fn a_stop_ends_a_process_that_left_for_a_session_of_its_own() {
+    let mcp = mcp().await;
+    let id = create(&mcp, json!({})).await;
+    let out = exec(
+        &mcp,
+        &id,
+        "id -u; setsid sh -c 'while :; do date +%s%N > tick; sleep 0.05; done' \
+         > /dev/null 2>&1 < /dev/null & sleep 0.3; test -s tick && echo ticking",
+    )
+    .await;
+    let text = stdout(&out);
+    assert!(text.ends_with("ticking\n"), "{out}");
+    let uid = text.lines().next().unwrap_or_default().trim().to_string();
+    // A fork snapshots the workspace, which stops everything the sandbox runs first; the
+    // sandbox then stays stopped until its next command.
+    mcp.call_ok("sandbox_fork", json!({"sandboxId": id})).await;
+    let (code, left) = container_of(&id).exec(
+        "root",
+        &format!("ps -eo uid=,pid=,stat=,args= | awk '$1 == {uid} && $3 !~ /^Z/'"),
+    );
+    assert_eq!(code, 0, "{left}");
+    assert_eq!(
+        left.trim(),
+        "",
+        "the sandbox user's processes after the stop"
+    );
 }

@@ -53,9 +53,10 @@ pub fn script(scenario: &str, step: usize) -> Reply {
     match scenario {
         "fix-add" | "demo" => fix(step),
         // Leaves a command of its own running in the background (outside the repository),
-        // then fixes add.sh.
+        // then fixes add.sh. Each tick replaces the file whole (a reader never sees it
+        // truncated and not yet written).
         "ticker-fix" => match step {
-            0 => bash("(while :; do date +%s%N > /home/sandbox/ticks.txt; sleep 0.2; done) > /dev/null 2>&1 &"),
+            0 => bash("(while :; do date +%s%N > /home/sandbox/ticks.new && mv /home/sandbox/ticks.new /home/sandbox/ticks.txt; sleep 0.2; done) > /dev/null 2>&1 &"),
             s => fix(s - 1),
         },
         "slow-fix" if step == 0 => Reply::After(Duration::from_secs(8), Box::new(fix(0))),

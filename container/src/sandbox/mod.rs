@@ -470,15 +470,15 @@ impl Sandbox {
     }
 
     /// Stops processes and the init; the caller holds the gate exclusively. Returns once the
-    /// sandbox user has no process left: the kernel kills the rest of a namespace after its
-    /// init asynchronously, and a workspace must not change under a snapshot being packed.
+    /// sandbox user has no process left (`reap` ends by user what the init's namespace did not
+    /// take with it): a workspace must not change under a snapshot being packed.
     pub async fn halt(&self) {
         self.processes.kill_all().await;
         let runtime = self.runtime.lock().await.take();
         stop_runtime(runtime).await;
         // SAFETY: geteuid has no preconditions.
         if self.uid != unsafe { libc::geteuid() } {
-            reap::wait_until_gone(self.uid).await;
+            reap::end_all_of(self.uid, self.mode == Mode::Container).await;
         }
     }
 

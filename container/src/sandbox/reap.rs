@@ -1,22 +1,56 @@
-//! Waiting for a stopped sandbox's last processes: the kernel kills what is left of a PID
-//! namespace after its init, asynchronously.
+//! Ending a stopped sandbox's last processes. Killing its init ends its PID namespace (the
+//! kernel kills the rest asynchronously), but a sandbox without one — in a container, the
+//! container is the boundary — has no such net: a process that left its process group for a
+//! session of its own would outlive the stop. There the container is the sandbox's alone, and
+//! so are its user's processes: what is left is ended by user.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::time::Duration;
 
-/// Waits (at most 5 s) until no process runs as `uid`, a sandbox's own host user. A zombie does
-/// not count: it runs nothing and holds no file, and one whose parent died waits for whatever
-/// reaps orphans here (on some hosts seconds later, in a container without an init never).
-pub async fn wait_until_gone(uid: u32) {
-    for _ in 0..250 {
+/// Waits (at most 5 s) until no process runs as `uid`, a sandbox's own host user; in a container
+/// of the sandbox's own (`dedicated`), ends them too. A zombie does not count: it runs nothing
+/// and holds no file, and one whose parent died waits for whatever reaps orphans (on some hosts
+/// seconds later). Outside such a container the user's processes are not all the sandbox's:
+/// another daemon on the host may give its sandboxes the same users.
+pub async fn end_all_of(uid: u32, dedicated: bool) {
+    for attempt in 0..250 {
         if !runs_as(uid) {
             return;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        // At once, then every 200 ms for what the kernel has not ended by itself.
+        if dedicated && attempt % 10 == 0 {
+            kill_every_process_of(uid).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     eprintln!(
         "handoff-sandboxd: processes of user {uid} still run 5 s after their sandbox stopped"
     );
+}
+
+/// SIGKILL to every process of `uid`: a helper becomes that user and sends it to every process
+/// it may signal (`kill(-1)`), which is exactly the user's own. The kernel signals them all in
+/// one walk that no fork can slip past. Never for root or the daemon's own user.
+async fn kill_every_process_of(uid: u32) {
+    // SAFETY: geteuid has no preconditions.
+    if uid == 0 || uid == unsafe { libc::geteuid() } {
+        return;
+    }
+    let mut helper = tokio::process::Command::new("/bin/true");
+    helper.uid(uid).gid(uid);
+    // SAFETY: runs in the forked child, already that user, before exec: only kill and _exit,
+    // both async-signal-safe. kill(-1) spares the caller; _exit ends it without the exec.
+    unsafe {
+        helper.pre_exec(|| {
+            libc::kill(-1, libc::SIGKILL);
+            libc::_exit(0)
+        });
+    }
+    match helper.status().await {
+        Ok(_) => {}
+        Err(e) => eprintln!("handoff-sandboxd: could not end the processes of user {uid}: {e}"),
+    }
 }
 
 /// Whether a process other than a zombie runs as `uid`.
@@ -115,6 +149,61 @@ mod tests {
         let _ = live.kill();
         live.wait().expect("reap");
         ended.wait().expect("reap");
+    }
+
+    #[tokio::test]
+    async fn ending_a_user_ends_its_processes_in_other_sessions_and_no_one_elses() {
+        use std::os::unix::process::CommandExt;
+        assert!(crate::sandbox::privileged(), "runs as root");
+        const UID: u32 = 3_999_997;
+        const NEIGHBOUR: u32 = 3_999_996;
+        let as_user = |uid: u32, script: &str| {
+            std::process::Command::new("sh")
+                .args(["-c", script])
+                .uid(uid)
+                .gid(uid)
+                .spawn()
+                .expect("spawn as a test user")
+        };
+        // One in the spawned group, one that left it for a session of its own.
+        let mut own = as_user(UID, "setsid sleep 60 & exec sleep 60");
+        let mut neighbour = as_user(NEIGHBOUR, "exec sleep 60");
+        for _ in 0..200 {
+            if count_of(UID) == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(count_of(UID), 2, "both of the user's processes run");
+        end_all_of(UID, true).await;
+        let left = runs_as(UID);
+        let untouched = runs_as(NEIGHBOUR);
+        // Whatever the outcome, nothing of the test's users is left behind.
+        for pid in pids_of(UID).into_iter().chain(pids_of(NEIGHBOUR)) {
+            // SAFETY: a signal to a process of one of this test's own users.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        for child in [&mut own, &mut neighbour] {
+            let _ = child.kill();
+            child.wait().expect("reap");
+        }
+        assert!(!left, "the user has no process left");
+        assert!(untouched, "another user's process is untouched");
+    }
+
+    /// The live processes of `uid`.
+    fn pids_of(uid: u32) -> Vec<i32> {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.metadata().is_ok_and(|m| m.uid() == uid) && !finished(&e.path()))
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+            .collect()
+    }
+
+    fn count_of(uid: u32) -> usize {
+        pids_of(uid).len()
     }
 
     #[test]
