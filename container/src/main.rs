@@ -25,7 +25,9 @@ usage: handoff-sandboxd [--listen ADDR] [--root DIR] [--isolation auto|namespace
                 container: namespaces if possible, else the container this daemon runs in is
                 the boundary (processes still unprivileged and seccomp-filtered)
   --bwrap       absolute path of bubblewrap (default: /usr/bin/bwrap, /usr/local/bin/bwrap)
-  --uid-base    first host user id for sandboxes; sandbox n runs as N + n (default 3000000)
+  --uid-base    first host user id for sandboxes; sandbox n runs as N + n (default 3000000).
+                Two daemons on one host need bases further apart than either's sandboxes
+                (a second daemon with the same base refuses to start)
   --tools-dir   a host directory of programs (e.g. opencode) shown read-only at
                 /opt/handoff/bin in every sandbox, first on PATH
   --memory-mb, --pids, --cpu-millis   per-sandbox limits (defaults 2048, 1024, 2000)
@@ -149,6 +151,12 @@ async fn main() -> ExitCode {
 
 async fn run() -> Result<(), String> {
     let config = parse()?;
+    // In a container of one sandbox's own the container is the boundary: nothing to share.
+    let _users = if sandbox::privileged() && config.pinned.is_none() {
+        Some(claim_users(config.uid_base)?)
+    } else {
+        None
+    };
     std::fs::create_dir_all(&config.root)
         .map_err(|e| format!("cannot create {}: {e}", config.root.display()))?;
     let root = config
@@ -215,6 +223,26 @@ async fn run() -> Result<(), String> {
         .map_err(|e| e.to_string());
     registry.shutdown().await;
     served
+}
+
+/// This daemon's claim on its sandboxes' host users, held for as long as it runs: an abstract
+/// Unix socket named for `--uid-base`, which the kernel releases with the process however it
+/// ends. Two daemons giving their sandboxes the same users could signal each other's processes,
+/// and a stop waits for (in a container, ends) every process of the user it stops.
+fn claim_users(uid_base: u32) -> Result<std::os::unix::net::UnixListener, String> {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    let name = format!("handoff-sandboxd-users-{uid_base}");
+    let taken = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::AddrInUse => format!(
+            "another handoff-sandboxd on this host already gives its sandboxes the host users \
+             from {uid_base}: two daemons must not share users (each could signal, and on a stop \
+             end, the other's sandboxes); start this one with another --uid-base"
+        ),
+        _ => format!("cannot claim the host users from {uid_base}: {e}"),
+    };
+    let address = SocketAddr::from_abstract_name(name.as_bytes()).map_err(taken)?;
+    UnixListener::bind_addr(&address).map_err(taken)
 }
 
 fn describe_limits(l: &Limits) -> String {

@@ -383,3 +383,21 @@ async fn a_sandbox_created_with_start_is_running_before_its_first_command() {
         "running"
     );
 }
+
+#[test]
+fn two_daemons_never_share_host_users_and_a_killed_ones_are_free_again() {
+    use handoff_tests::daemon::refusal;
+    const BASE: &str = "2900000";
+    let mut first = Daemon::start_with(&["--isolation", "namespaces", "--uid-base", BASE]);
+    let said = refusal(&["--isolation", "namespaces", "--uid-base", BASE]);
+    assert!(
+        said.contains("another handoff-sandboxd on this host already gives its sandboxes the host users from 2900000")
+            && said.contains("--uid-base"),
+        "{said}"
+    );
+    // However the first one ends, its users are free at once.
+    first.kill();
+    first.restart();
+    // Another base beside it is fine.
+    let _beside = Daemon::start_with(&["--isolation", "namespaces", "--uid-base", "2900500"]);
+}

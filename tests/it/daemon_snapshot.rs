@@ -148,8 +148,7 @@ async fn uploads_abandoned_cut_off_by_a_delete_or_by_a_killed_daemon_leave_nothi
     no_archive_left(&folder, "an abandoned upload").await;
     // A daemon killed mid-upload leaves its part; the next daemon removes it when it starts.
     let raw = start_upload(&own, &c, &folder).await;
-    // SAFETY: kills the daemon this test started (its process group's leader).
-    unsafe { libc::kill(own.pgid().expect("daemon pid"), libc::SIGKILL) };
+    own.kill();
     drop(raw);
     own.restart();
     // A new client: the old one's pooled connection went with the daemon.

@@ -64,8 +64,7 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        crate::worker::kill_group(self.child.id() as i32);
-        let _ = self.child.wait();
+        crate::worker::end_group_of(&mut self.child);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

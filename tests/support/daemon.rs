@@ -79,6 +79,8 @@ impl Daemon {
             .arg(format!("127.0.0.1:{}", self.port))
             .arg("--root")
             .arg(self.sandboxes())
+            .arg("--uid-base")
+            .arg(uid_base(self.port).to_string())
             .args(&self.isolation)
             .args(tools_dir())
             .env("SANDBOX_DAEMON_SECRET", DAEMON_SECRET)
@@ -111,7 +113,15 @@ impl Daemon {
 
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            crate::worker::kill_group(child.id() as i32);
+            crate::worker::end_group_of(&mut child);
+        }
+    }
+
+    /// Ends the daemon's process group with SIGKILL, as a crash or the OOM killer would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: the process group this support code created.
+            unsafe { libc::killpg(child.id() as i32, libc::SIGKILL) };
             let _ = child.wait();
         }
     }
@@ -127,6 +137,52 @@ impl Drop for Daemon {
         self.stop();
         crate::remove_scratch(&self.dir);
     }
+}
+
+/// Host users of its own for each daemon a test starts (its isolation options may name others):
+/// daemons that run at once must not share them, and ports tell them apart, a restart keeps
+/// its port and so its sandboxes' users, and every base is clear of the default one's range.
+fn uid_base(port: u16) -> u32 {
+    3_000_000 + u32::from(port) * 1000
+}
+
+/// Runs the daemon with `args` (after a listen address, a root and the secret) expecting it to
+/// refuse to start, and returns what it wrote to stderr.
+pub fn refusal(args: &[&str]) -> String {
+    let dir = crate::scratch_dir("daemon-refused");
+    let port = free_port();
+    let mut child = Command::new(root().join("target/debug/handoff-sandboxd"))
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--root")
+        .arg(dir.join("sandboxes"))
+        .args(args)
+        .env("SANDBOX_DAEMON_SECRET", DAEMON_SECRET)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("start handoff-sandboxd");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        match child.try_wait().expect("daemon status") {
+            Some(status) => break status,
+            None if Instant::now() > deadline || health(port) => {
+                crate::worker::end_group_of(&mut child);
+                crate::remove_scratch(&dir);
+                panic!("handoff-sandboxd started where it should have refused to");
+            }
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    let mut said = String::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        let _ = stderr.read_to_string(&mut said);
+    }
+    crate::remove_scratch(&dir);
+    assert!(!status.success(), "{said}");
+    said
 }
 
 /// `--tools-dir` with the pinned OpenCode binary, when it is installed.

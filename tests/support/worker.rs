@@ -273,8 +273,7 @@ impl Worker {
     /// Stops the whole process group and waits for it.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            kill_group(child.id() as i32);
-            let _ = child.wait();
+            end_group_of(&mut child);
         }
     }
 
@@ -397,21 +396,43 @@ fn relative_path_value<'a>(line: &'a str, keys: &[&str]) -> Option<&'a str> {
     (value == "." || value.starts_with("./")).then_some(value)
 }
 
+/// Ends the process group of a child this process started and that nothing else will wait for
+/// (kept in a static): reaps the leader itself.
 pub fn kill_group(pgid: i32) {
+    end_group(pgid, || {
+        // SAFETY: the leader is this process's own child, and no `Child` waits for it later.
+        unsafe { libc::waitpid(pgid, std::ptr::null_mut(), libc::WNOHANG) };
+    });
+}
+
+/// Ends `child`'s process group and reaps the child.
+pub fn end_group_of(child: &mut Child) {
+    end_group(child.id() as i32, || {
+        let _ = child.try_wait();
+    });
+    let _ = child.wait();
+}
+
+/// SIGTERM to the group, up to 5 s for all of it to end, then SIGKILL. `reap` reaps the leader
+/// as it ends: a zombie leader keeps its group alive, so unreaped every stop would take the
+/// whole 5 s and end in SIGKILL.
+fn end_group(pgid: i32, mut reap: impl FnMut()) {
     // SAFETY: sends signals to the process group this support code created.
     unsafe {
         libc::killpg(pgid, libc::SIGTERM);
     }
     let deadline = Instant::now() + Duration::from_secs(5);
-    // SAFETY: signal 0 only probes whether the group still exists.
-    while Instant::now() < deadline && unsafe { libc::killpg(pgid, 0) } == 0 {
-        std::thread::sleep(Duration::from_millis(50));
+    while Instant::now() < deadline {
+        reap();
+        // SAFETY: signal 0 only probes whether the group still exists.
+        if unsafe { libc::killpg(pgid, 0) } != 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
     // SAFETY: as above; the group is ours and still there.
     unsafe {
-        if libc::killpg(pgid, 0) == 0 {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
+        libc::killpg(pgid, libc::SIGKILL);
     }
 }
 
