@@ -18,7 +18,7 @@ usage: handoff-sandboxd [--listen ADDR] [--root DIR] [--isolation auto|namespace
                         [--dangerously-skip-isolation]
 
   --listen      address to serve the API on (default 127.0.0.1:3000)
-  --root        directory that holds the sandboxes (default ./sandboxes)
+  --root        directory that holds the sandboxes (default ./sandboxes); one daemon each
   --isolation   auto (default): namespaces (bubblewrap, as root); without them the daemon
                 starts but runs no sandbox and says what is missing;
                 namespaces: refuse to start without them;
@@ -163,6 +163,7 @@ async fn run() -> Result<(), String> {
         .root
         .canonicalize()
         .map_err(|e| format!("{}: {e}", config.root.display()))?;
+    let _root = claim_root(&root)?;
     let host = detect::detect(
         &root,
         config.isolation,
@@ -243,6 +244,30 @@ fn claim_users(uid_base: u32) -> Result<std::os::unix::net::UnixListener, String
     };
     let address = SocketAddr::from_abstract_name(name.as_bytes()).map_err(taken)?;
     UnixListener::bind_addr(&address).map_err(taken)
+}
+
+/// This daemon's claim on its root, held for as long as it runs: a lock on `.daemon.lock` in it
+/// (not a sandbox id, so never adopted). Two daemons on one root would adopt, stop and delete
+/// each other's sandboxes.
+fn claim_root(root: &std::path::Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = root.join(".daemon.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+            "another handoff-sandboxd already serves the sandboxes in {}: two daemons on one \
+             root would adopt, stop and delete each other's; give this one another --root",
+            root.display()
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", path.display())),
+    }
 }
 
 fn describe_limits(l: &Limits) -> String {

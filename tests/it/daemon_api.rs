@@ -385,7 +385,7 @@ async fn a_sandbox_created_with_start_is_running_before_its_first_command() {
 }
 
 #[test]
-fn two_daemons_never_share_host_users_and_a_killed_ones_are_free_again() {
+fn two_daemons_never_share_host_users_or_a_root_and_a_killed_ones_are_free_again() {
     use handoff_tests::daemon::refusal;
     const BASE: &str = "2900000";
     let mut first = Daemon::start_with(&["--isolation", "namespaces", "--uid-base", BASE]);
@@ -395,7 +395,23 @@ fn two_daemons_never_share_host_users_and_a_killed_ones_are_free_again() {
             && said.contains("--uid-base"),
         "{said}"
     );
-    // However the first one ends, its users are free at once.
+    // Nor a root, whatever their users.
+    let root = first.sandboxes().display().to_string();
+    let said = refusal(&[
+        "--isolation",
+        "namespaces",
+        "--uid-base",
+        "2900700",
+        "--root",
+        &root,
+    ]);
+    assert!(
+        said.contains(&format!(
+            "another handoff-sandboxd already serves the sandboxes in {root}"
+        )) && said.contains("--root"),
+        "{said}"
+    );
+    // However the first one ends, its users and its root are free at once.
     first.kill();
     first.restart();
     // Another base beside it is fine.
