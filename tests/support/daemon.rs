@@ -64,7 +64,7 @@ impl Daemon {
     }
 
     fn spawn(&mut self) {
-        let binary = root().join("target/debug/handoff-sandboxd");
+        let binary = binary();
         assert!(
             binary.exists(),
             "the sandbox daemon is not built: run `cargo xtask test` (or cargo build -p handoff-sandbox)"
@@ -139,6 +139,10 @@ impl Drop for Daemon {
     }
 }
 
+fn binary() -> PathBuf {
+    root().join("target/debug/handoff-sandboxd")
+}
+
 /// Host users of its own for each daemon a test starts (its isolation options may name others):
 /// daemons that run at once must not share them, and ports tell them apart, a restart keeps
 /// its port and so its sandboxes' users, and every base is clear of the default one's range.
@@ -151,7 +155,7 @@ fn uid_base(port: u16) -> u32 {
 pub fn refusal(args: &[&str]) -> String {
     let dir = crate::scratch_dir("daemon-refused");
     let port = free_port();
-    let mut child = Command::new(root().join("target/debug/handoff-sandboxd"))
+    let mut child = Command::new(binary())
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
         .arg("--root")

@@ -66,8 +66,8 @@ fn start_daemon(options: &Options, secrets: &Secrets, servers: &mut Vec<Server>)
         .arg(root().join(".handoff/sandboxes"))
         .arg("--tools-dir")
         .arg(root().join("node_modules/opencode-linux-x64/bin"))
-        // Host users of its own, told apart by port like the tests' daemons: a second stack
-        // (`--port`) would otherwise find them claimed, and its daemon refuse to start.
+        // Host users of its own, told apart by port like the tests' daemons: a stack from
+        // another checkout (`--port`) would otherwise find them claimed and refuse to start.
         .arg("--uid-base")
         .arg((3_000_000 + u32::from(daemon_port) * 1000).to_string())
         .env("SANDBOX_DAEMON_SECRET", &secrets.daemon);

@@ -11,8 +11,9 @@ use std::time::Duration;
 /// Waits (at most 5 s) until no process runs as `uid`, a sandbox's own host user; in a container
 /// of the sandbox's own (`dedicated`), ends them too. A zombie does not count: it runs nothing
 /// and holds no file, and one whose parent died waits for whatever reaps orphans (on some hosts
-/// seconds later). Outside such a container the user's processes are not all the sandbox's:
-/// another daemon on the host may give its sandboxes the same users.
+/// seconds later). Outside such a container the init's PID namespace takes the rest with it,
+/// and a kill by user would reach too far: the daemon's claim keeps a second daemon off its
+/// base, not off every user its range may grow into.
 pub async fn end_all_of(uid: u32, dedicated: bool) {
     for attempt in 0..250 {
         if !runs_as(uid) {
