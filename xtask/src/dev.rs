@@ -1,7 +1,8 @@
 //! `cargo xtask dev [--port N] [--demo] [--dangerously-skip-isolation]`: the whole stack on this
 //! machine. Builds the Worker and the sandbox daemon, makes sure `.dev.vars` holds local secrets
 //! (mode 0600), starts the daemon (with OpenCode on its tools path) and `wrangler dev` on
-//! 127.0.0.1 with persistent state in `.wrangler/state`, and stops everything on Ctrl-C.
+//! 127.0.0.1 with persistent state in `.wrangler/state` (another `--port`: state of its own, see
+//! [`State`]), and stops everything on Ctrl-C.
 //! `--demo` adds the scripted LLM and a local forge with a broken repository, so a whole run —
 //! task in, pull request out — works with no keys at all. The daemon isolates sandboxes with
 //! bubblewrap and needs root for it; without root it runs no sandbox and says so, unless
@@ -16,6 +17,38 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const DEFAULT_PORT: u16 = 8787;
+
+/// Where a stack keeps what outlives it. The default port keeps the folders it always had;
+/// another port gets folders of its own, so two stacks from one checkout never share the
+/// Durable Objects' storage (two workerd processes writing one SQLite file), the daemon's
+/// sandboxes (its root is locked: the second daemon would refuse to start) or the demo's forge.
+struct State {
+    /// wrangler's `--persist-to`.
+    wrangler: std::path::PathBuf,
+    /// The daemon's `--root`.
+    sandboxes: std::path::PathBuf,
+    /// The demo stand-ins' folder (the forge's repositories).
+    demo: std::path::PathBuf,
+}
+
+impl State {
+    fn of(port: u16) -> State {
+        let (wrangler, handoff) = if port == DEFAULT_PORT {
+            (".wrangler/state".to_string(), ".handoff".to_string())
+        } else {
+            (
+                format!(".wrangler/state-{port}"),
+                format!(".handoff/port-{port}"),
+            )
+        };
+        let handoff = root().join(handoff);
+        State {
+            wrangler: root().join(wrangler),
+            sandboxes: handoff.join("sandboxes"),
+            demo: handoff.join("demo"),
+        }
+    }
+}
 
 struct Options {
     port: u16,
@@ -55,7 +88,7 @@ pub fn run(args: &[String]) -> Result {
     result
 }
 
-/// The local sandbox daemon on `port + 1`, sandboxes under `.handoff/sandboxes`.
+/// The local sandbox daemon on `port + 1`, sandboxes under [`State::sandboxes`].
 fn start_daemon(options: &Options, secrets: &Secrets, servers: &mut Vec<Server>) -> Result {
     let daemon_port = options.port + 1;
     let mut daemon_cmd = Command::new(worker::daemon_binary());
@@ -63,7 +96,7 @@ fn start_daemon(options: &Options, secrets: &Secrets, servers: &mut Vec<Server>)
         .arg("--listen")
         .arg(format!("127.0.0.1:{daemon_port}"))
         .arg("--root")
-        .arg(root().join(".handoff/sandboxes"))
+        .arg(State::of(options.port).sandboxes)
         .arg("--tools-dir")
         .arg(root().join("node_modules/opencode-linux-x64/bin"))
         // Host users of its own, told apart by port like the tests' daemons: a stack from
@@ -112,7 +145,7 @@ fn start_all(
         ));
     }
     let demo = if options.demo {
-        let (server, demo) = start_demo(tools)?;
+        let (server, demo) = start_demo(tools, &State::of(port).demo)?;
         servers.push(server);
         for (key, value) in demo["vars"].as_object().into_iter().flatten() {
             vars.push(format!("{key}:{}", value.as_str().unwrap_or_default()));
@@ -128,12 +161,12 @@ fn start_all(
         .arg("--show-interactive-dev-session=false")
         .current_dir(root())
         .env("WRANGLER_SEND_METRICS", "false")
-        .env("CLOUDFLARE_CF_FETCH_ENABLED", "false");
+        .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
+        .arg("--persist-to")
+        .arg(State::of(port).wrangler);
     if options.containers {
         cmd.arg("--config")
             .arg(containers::wrangler_config()?)
-            .arg("--persist-to")
-            .arg(root().join(".wrangler/state"))
             .envs(containers::Lane::wrangler_env());
     }
     for var in &vars {
@@ -187,7 +220,10 @@ fn deploy_example_workers(port: u16, token: &str) -> Result {
 }
 
 /// Starts the demo stand-ins and reads the line that says where they are.
-fn start_demo(tools: &setup::Tools) -> Result<(Server, serde_json::Value)> {
+fn start_demo(
+    tools: &setup::Tools,
+    folder: &std::path::Path,
+) -> Result<(Server, serde_json::Value)> {
     let mut build = tools.command("cargo");
     build
         .args([
@@ -201,7 +237,7 @@ fn start_demo(tools: &setup::Tools) -> Result<(Server, serde_json::Value)> {
         .current_dir(root());
     proc::run(&mut build)?;
     let mut cmd = Command::new(root().join("target/debug/handoff-demo"));
-    cmd.arg(root().join(".handoff/demo")).stdout(Stdio::piped());
+    cmd.arg(folder).stdout(Stdio::piped());
     let mut server = Server::spawn("the demo stand-ins", &mut cmd)?;
     let stdout = server
         .take_stdout()
@@ -343,6 +379,26 @@ fn random_token() -> Result<String> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_stack_on_another_port_keeps_its_state_apart() {
+        let default = State::of(DEFAULT_PORT);
+        assert_eq!(default.wrangler, root().join(".wrangler/state"));
+        assert_eq!(default.sandboxes, root().join(".handoff/sandboxes"));
+        let other = State::of(8797);
+        for (mine, theirs) in [
+            (&other.wrangler, &default.wrangler),
+            (&other.sandboxes, &default.sandboxes),
+            (&other.demo, &default.demo),
+        ] {
+            assert!(
+                !mine.starts_with(theirs) && !theirs.starts_with(mine),
+                "{} and {} overlap",
+                mine.display(),
+                theirs.display()
+            );
+        }
+    }
 
     #[test]
     fn local_secrets_are_written_for_the_owner_only() {
