@@ -89,7 +89,7 @@ fn now_ms() -> i64 {
 async fn a_new_sessions_run_finds_its_agent_waiting_and_an_unused_spare_is_deleted() {
     let stack = RunStack::start(&[
         ("RUN_SPARE_SESSIONS", "1"),
-        ("RUN_AGENT_KEEP_SECONDS", "60"),
+        ("RUN_AGENT_KEEP_SECONDS", "30"),
     ]);
     let mcp = Mcp::connect(&stack.url()).await;
     let name = repo_name("spare");
