@@ -14,6 +14,8 @@ use crate::error::{ErrorKind, Result};
 use crate::http;
 use crate::links;
 use crate::sandbox::api as sandbox;
+use handoff_wire::{ErrorBody, ErrorCode};
+use maud::html;
 use worker::{Env, Headers, Request, RequestInit, Response, ResponseBuilder};
 
 /// Request headers never passed to a previewed app.
@@ -83,6 +85,7 @@ pub async fn handle(req: Request, env: &Env, host: &str) -> Result<Response> {
             &serde_json::json!({"error": "previews may not register service workers"}),
         ));
     }
+    let page = wants_page(&req);
     let url = req.url()?;
     let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
     let tail = url.path().trim_start_matches('/');
@@ -103,6 +106,9 @@ pub async fn handle(req: Request, env: &Env, host: &str) -> Result<Response> {
         &init,
     )?;
     let response = sandbox::preview(&sandbox::client(env, &sandbox_id)?, inner).await?;
+    if response.headers().has(handoff_wire::DAEMON_ERROR)? {
+        return not_served(response, port, page).await;
+    }
     // A WebSocket the app accepted (a live view of the desktop) passes through as it is.
     if response.status_code() == 101 {
         // The subprotocol the app chose goes back with it (browsers insist on it).
@@ -133,4 +139,50 @@ pub async fn handle(req: Request, env: &Env, host: &str) -> Result<Response> {
         .with_status(response.status_code())
         .with_headers(headers)
         .body(response.body().clone()))
+}
+
+/// Whether a browser navigated here (it asks for HTML), rather than a script fetching.
+fn wants_page(req: &Request) -> bool {
+    req.headers()
+        .get("accept")
+        .ok()
+        .flatten()
+        .is_some_and(|accept| accept.contains("text/html"))
+}
+
+/// How often the page for a closed port looks again, in seconds.
+const RETRY_SECONDS: u32 = 5;
+
+/// The daemon's own answer when it got none from the app: nothing listens on the port (yet) —
+/// 502, as a gateway answers — or the server there did not answer in time. A browser gets a
+/// page that says so (and, while the port is closed, looks again by itself), anything else
+/// `{"error"}` like handoff's other preview errors. (The daemon marks only its own errors: a
+/// program on the port cannot dress its answer up as one.)
+async fn not_served(response: Response, port: u16, page: bool) -> Result<Response> {
+    let status = response.status_code();
+    let text = http::body_text(response).await?;
+    let (status, message, closed) = match serde_json::from_str::<ErrorBody>(&text) {
+        Ok(error) if error.code == ErrorCode::PortClosed => (502, error.message, true),
+        Ok(error) => (status, error.message, false),
+        Err(_) => (status, format!("the sandbox answered HTTP {status}"), false),
+    };
+    if !page {
+        return Ok(http::json(status, &serde_json::json!({"error": message})));
+    }
+    let (title, text, refresh) = if closed {
+        (
+            format!("Nothing on port {port} yet"),
+            format!(
+                "Nothing is listening on port {port} in the sandbox. Start a server there; this \
+                 page looks again every {RETRY_SECONDS} seconds."
+            ),
+            html! { meta http-equiv="refresh" content=(RETRY_SECONDS); },
+        )
+    } else {
+        (format!("Port {port} did not answer"), message, html! {})
+    };
+    crate::html::respond(
+        status,
+        &crate::html::document(&title, refresh, html! { p { (text) } }),
+    )
 }

@@ -79,6 +79,11 @@ impl IntoResponse for ApiError {
             message: self.message,
         };
         // Marks the daemon's own errors, so they are not mistaken for a proxied program's answer.
-        (status, [("x-handoff-daemon", "error")], axum::Json(body)).into_response()
+        (
+            status,
+            [(handoff_wire::DAEMON_ERROR, "error")],
+            axum::Json(body),
+        )
+            .into_response()
     }
 }

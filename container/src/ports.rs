@@ -155,6 +155,7 @@ pub async fn proxy(
     for name in DROP {
         parts.headers.remove(name);
     }
+    parts.headers.remove(handoff_wire::DAEMON_ERROR);
     Ok(Response::from_parts(parts, Body::new(body)))
 }
 
@@ -170,7 +171,8 @@ fn switch(
             let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
         }
     });
-    let (parts, _) = response.into_parts();
+    let (mut parts, _) = response.into_parts();
+    parts.headers.remove(handoff_wire::DAEMON_ERROR);
     Response::from_parts(parts, Body::empty())
 }
 

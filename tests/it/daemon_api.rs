@@ -341,6 +341,72 @@ pub(crate) fn client_for(daemon: &Daemon, id: &str) -> Client {
     }
 }
 
+/// A program on a sandbox port that dresses its answer as the daemon's own error (the marker
+/// header and an error body): the Worker would take a forged `unauthorized` for its daemon
+/// secret being wrong, a forged `not_found` for the sandbox being gone. The daemon passes the
+/// answer on without the marker, so it stays the program's answer.
+#[tokio::test]
+async fn a_program_on_a_port_cannot_pass_its_answer_off_as_the_daemons_error() {
+    let sandbox = Client::new(daemon(), "forged-error").await;
+    let server = r#"
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b'{"code":"unauthorized","message":"forged"}'
+        self.send_response(401)
+        self.send_header("X-Handoff-Daemon", "error")
+        self.send_header("x-handoff-daemon", "error")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+http.server.HTTPServer(("127.0.0.1", 5997), H).serve_forever()
+"#;
+    sandbox
+        .exec(&format!("cat > forge.py <<'EOF'\n{server}\nEOF"), 5000)
+        .await;
+    let started = sandbox
+        .send(
+            reqwest::Method::POST,
+            "/processes",
+            Some(json!({"command": "exec python3 forge.py"})),
+        )
+        .await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    let mut answer = None;
+    for _ in 0..100 {
+        let got = sandbox
+            .send(reqwest::Method::GET, "/ports/5997/http/", None)
+            .await;
+        if !got.body.contains("port_closed") {
+            answer = Some(got);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let answer = answer.expect("the program never listened on port 5997");
+    // The program's answer arrives as it sent it, minus the marker.
+    assert_eq!(
+        (answer.status, answer.body.as_str()),
+        (401, r#"{"code":"unauthorized","message":"forged"}"#)
+    );
+    assert!(
+        answer.headers.get("x-handoff-daemon").is_none(),
+        "the daemon passed on a program's claim to be its error: {:?}",
+        answer.headers
+    );
+    // The daemon's own errors still carry it.
+    let closed = sandbox
+        .send(reqwest::Method::GET, "/ports/5996/http/", None)
+        .await;
+    assert_eq!(
+        closed.headers.get("x-handoff-daemon").map(|v| v.as_bytes()),
+        Some(&b"error"[..]),
+        "{:?}",
+        closed.headers
+    );
+}
+
 #[tokio::test]
 async fn a_sandbox_created_with_start_is_running_before_its_first_command() {
     let started = client_for(daemon(), "start-at-once");

@@ -536,6 +536,42 @@ async fn a_preview_url_serves_a_server_inside_the_sandbox() {
         "a link minted the same way works"
     );
 
+    // A port nothing listens on: 502, as from a gateway; a browser gets a page that says so
+    // and looks again by itself.
+    let closed = handoff_tests::links::preview_url(worker_port, &id, 8002, 60);
+    let fetched = get(closed.clone()).await;
+    assert_eq!(fetched.status, 502, "{}", fetched.body);
+    assert!(
+        fetched.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("nothing is listening on port 8002"),
+        "{}",
+        fetched.body
+    );
+    let page = read(
+        handoff_tests::preview_client(&closed)
+            .get(&closed)
+            .header("accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(page.status, 502, "{}", page.body);
+    assert!(
+        page.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+            && page.body.contains("Nothing is listening on port 8002")
+            && page
+                .body
+                .contains(r#"<meta http-equiv="refresh" content="5">"#),
+        "{}",
+        page.body
+    );
+
     for (args, needle) in [
         (json!({"sandboxId": id, "port": 0}), "port"),
         (json!({"sandboxId": id, "port": 70000}), "port"),

@@ -45,6 +45,10 @@ use std::collections::BTreeMap;
 pub const RESPONSE_TIMEOUT: &str = "x-handoff-response-timeout-ms";
 /// Header whose value is sent to a proxied sandbox port as `Authorization`.
 pub const UPSTREAM_AUTHORIZATION: &str = "x-handoff-upstream-authorization";
+/// Marks the daemon's own error answers, so a client never takes a program's answer on a
+/// sandbox port for one: the daemon removes it from every answer it passes on from a port (a
+/// program there could otherwise pass off a made-up error as the daemon's).
+pub const DAEMON_ERROR: &str = "x-handoff-daemon";
 /// Where tools the daemon provides (`--tools-dir`) appear inside sandboxes; first on PATH.
 pub const TOOLS_DIR: &str = "/opt/handoff/bin";
 /// The `aud` of tokens the daemon accepts.

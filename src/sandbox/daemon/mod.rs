@@ -402,7 +402,7 @@ impl Daemon {
         let limit = Duration::from_millis(req.timeout_ms.unwrap_or(5 * 60 * 1000)) + GRACE;
         let response = self.dispatch(request, Some(limit)).await?;
         let status = response.status_code();
-        if response.headers().has("x-handoff-daemon")? {
+        if response.headers().has(handoff_wire::DAEMON_ERROR)? {
             return Err(daemon_error_from(response).await);
         }
         let (body, seen) = match &req.watch {
