@@ -1,8 +1,10 @@
 //! The Worker's client of the sandbox daemon's `/v1` API. The transport is the only thing that
 //! differs between backends: a Cloudflare Container's TCP port, or a daemon URL (local
 //! backend). Every call carries a short-lived token for this one sandbox. Its background
-//! processes are in `processes`.
+//! processes are in `processes`; what a program on a sandbox port answers is read by
+//! `port_reply`, bounded.
 
+mod port_reply;
 mod processes;
 
 use super::api::{port_watch, PortReply, PortRequest};
@@ -399,8 +401,8 @@ impl Daemon {
             req.path.trim_start_matches('/')
         );
         let request = Request::new_with_init(&self.url(&path), &init)?;
-        let limit = Duration::from_millis(req.timeout_ms.unwrap_or(5 * 60 * 1000)) + GRACE;
-        let response = self.dispatch(request, Some(limit)).await?;
+        let wait = Duration::from_millis(req.timeout_ms.unwrap_or(5 * 60 * 1000));
+        let response = self.dispatch(request, Some(wait + GRACE)).await?;
         let status = response.status_code();
         if response.headers().has(handoff_wire::DAEMON_ERROR)? {
             return Err(daemon_error_from(response).await);
@@ -410,7 +412,8 @@ impl Daemon {
                 String::new(),
                 port_watch::read_until(response, watch).await?,
             ),
-            None => (http::body_text(response).await?, false),
+            // The program's answer: bounded in size, and in time as its start was.
+            None => (port_reply::read(response, req.port, wait).await?, false),
         };
         Ok(PortReply { status, body, seen })
     }

@@ -1,5 +1,6 @@
 //! Denial of service and small defects: a sandbox's disk, its egress proxy, a FIFO in its
-//! workspace, client metadata documents that never end, and sign-in lockouts.
+//! workspace, client metadata documents that never end, sign-in lockouts, and an agent that
+//! answers its session with more than the Worker reads.
 
 use handoff_tests::daemon::{Client, Daemon};
 use handoff_tests::mcp::read;
@@ -319,4 +320,103 @@ async fn forged_access_tokens_are_refused_and_real_ones_carry_a_tag() {
         let reply = oauth::mcp_status(&base, &token).await;
         assert_eq!(reply.status, 401, "{token}: {}", reply.body);
     }
+}
+
+/// Ends OpenCode (the pid it is given) and takes its port, 4096, answering every request with
+/// 20 MiB. (No more: read without a limit, an endless body grew workerd here to 23 GB in a
+/// minute or two, and a test that fails must not take the machine down with it.)
+const HUGE_AGENT: &str = r#"
+import os, socket, sys, threading, time
+def serve(c):
+    try:
+        c.recv(65536)
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"0," * 32768
+        for _ in range(320):
+            c.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        c.sendall(b"0\r\n\r\n")
+        c.close()
+    except OSError:
+        pass
+os.kill(int(sys.argv[1]), 9)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+for _ in range(500):
+    try:
+        s.bind(("127.0.0.1", 4096))
+        break
+    except OSError:
+        time.sleep(0.01)
+s.listen(64)
+print("listening", flush=True)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+
+/// An agent that puts a program of its own on OpenCode's port, answering every question of its
+/// session with a huge body: the Worker reads at most 16 MiB of it (it would otherwise read all
+/// there is into the session's sandbox object, whatever its size) and the run fails saying why.
+#[tokio::test]
+async fn an_agent_answering_with_a_huge_body_fails_its_run_and_no_more() {
+    use handoff_tests::runs::{agent_pids, repo_name, status, terminal};
+    let stack = handoff_tests::stack::shared();
+    let mcp = handoff_tests::Mcp::connect(&stack.url()).await;
+    let repository = stack.broken_repo(&repo_name("huge-answer"));
+    let out = mcp
+        .call_ok(
+            "opencode_run_task",
+            json!({"task": "Wait for the model. [scenario:slow]", "repository": repository}),
+        )
+        .await;
+    let run = out["runId"].as_str().unwrap().to_string();
+    let sandbox = format!(
+        "sbx_{}",
+        out["sessionId"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("ses_")
+    );
+    // The agent is working: its model call is under way.
+    let working = mcp
+        .wait_run(&run, Duration::from_secs(120), |r| {
+            r["progress"]["phase"] == "working" || terminal(r)
+        })
+        .await;
+    assert_eq!(status(&working), "running", "{working:#}");
+    let pids = agent_pids(&mcp, &sandbox).await;
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    mcp.call_ok(
+        "sandbox_files_write",
+        json!({"sandboxId": &sandbox, "path": "endless.py", "content": HUGE_AGENT}),
+    )
+    .await;
+    let took = mcp
+        .call_ok(
+            "sandbox_exec",
+            json!({"sandboxId": &sandbox, "command": format!(
+                "setsid python3 endless.py {} > endless.log 2>&1 < /dev/null & sleep 1; cat endless.log",
+                pids[0])}),
+        )
+        .await;
+    assert_eq!(took["stdout"], "listening\n", "{took:#}");
+    let replaced = Instant::now();
+    let ended = mcp.wait_run(&run, Duration::from_secs(120), terminal).await;
+    assert_eq!(status(&ended), "failed", "{ended:#}");
+    let message = ended["result"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("answered more than 16 MiB"),
+        "after {:?}: {ended:#}",
+        replaced.elapsed()
+    );
+    // The sandbox and the session's other uses go on.
+    let listed = mcp
+        .call_ok(
+            "sandbox_exec",
+            json!({"sandboxId": &sandbox, "command": "pkill -f '[e]ndless.py'; echo alive"}),
+        )
+        .await;
+    assert_eq!(listed["stdout"], "alive\n", "{listed:#}");
 }
