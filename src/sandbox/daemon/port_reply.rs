@@ -10,9 +10,12 @@ use futures::StreamExt;
 use std::time::Duration;
 use worker::{Delay, Response};
 
-/// The most of an answer read. Its text travels on in a `PortReply` over the runtime's RPC,
-/// whose 32 MiB limit it must stay under once escaped as a JSON string.
+/// The most of an answer read.
 pub const MAX_BYTES: usize = 16 * 1024 * 1024;
+/// The most its text may take escaped as a JSON string, as it travels on in a `PortReply` over
+/// the runtime's RPC (32 MiB at most): control characters grow sixfold there, and bytes that
+/// are not UTF-8 threefold as they become U+FFFD, so the bytes read alone do not bound it.
+const MAX_ESCAPED: usize = 24 * 1024 * 1024;
 
 /// The whole body of `response` from `port`, as text: refused once it is over [`MAX_BYTES`]
 /// (at once when it says so up front), or when it has not ended `within` the time given.
@@ -34,6 +37,14 @@ pub async fn read(response: Response, port: u16, within: Duration) -> Result<Str
         }
     });
     match select(body, Delay::from(within)).await {
+        Either::Left((Ok(text), _)) if escaped_len(&text) > MAX_ESCAPED => {
+            Err(Error::internal(format!(
+                "the program on sandbox port {port} answered text that would take more than {} \
+                 MiB to pass on (control characters and bytes that are not UTF-8 count several \
+                 times); handoff passes on at most that",
+                MAX_ESCAPED / (1024 * 1024)
+            )))
+        }
         Either::Left((text, _)) => text,
         Either::Right(_) => Err(Error::unavailable(format!(
             "the program on sandbox port {port} did not finish its answer within {} s",
@@ -58,10 +69,43 @@ async fn streamed(mut response: Response, port: u16) -> Result<String> {
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
+/// The length of `text` as a JSON string's contents (serde_json's escapes).
+fn escaped_len(text: &str) -> usize {
+    text.len()
+        + text
+            .bytes()
+            .map(|b| match b {
+                b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+                0..0x20 => 5,
+                _ => 0,
+            })
+            .sum::<usize>()
+}
+
 fn too_large(port: u16) -> Error {
     Error::internal(format!(
         "the program on sandbox port {port} answered more than {} MiB; handoff reads at most \
          that",
         MAX_BYTES / (1024 * 1024)
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escaped_len;
+
+    #[test]
+    fn the_escaped_length_is_serde_jsons() {
+        for text in [
+            "plain",
+            "",
+            "quote \" and backslash \\",
+            "lines\n\r\ttabs \u{8}\u{c}",
+            "\u{1}\u{1f}\u{0} controls",
+            "\u{fffd}é 🦀 \u{7f}",
+        ] {
+            let json = serde_json::to_string(text).unwrap_or_default();
+            assert_eq!(escaped_len(text), json.len() - 2, "{text:?}");
+        }
+    }
 }
