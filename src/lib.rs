@@ -17,6 +17,7 @@ mod hooks;
 mod html;
 mod http;
 mod ids;
+mod json_cost;
 mod json_path;
 mod jwt;
 mod ledger;

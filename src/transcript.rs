@@ -50,9 +50,10 @@ impl Message {
     }
 }
 
-/// The messages of a transcript; `None` when it is not OpenCode's message list.
+/// The messages of a transcript; `None` when it is not OpenCode's message list, or too large a
+/// tree to hold (`json_cost::TREE_MAX`; the page then links the JSON).
 pub fn read(json: &str) -> Option<Vec<Message>> {
-    let value: Value = serde_json::from_str(json).ok()?;
+    let value = crate::json_cost::parse(json.as_bytes(), crate::json_cost::TREE_MAX).ok()?;
     Some(value.as_array()?.iter().map(message).collect())
 }
 

@@ -392,3 +392,25 @@ fn fuzz_resource_uris_and_diffs() {
         Ok(())
     });
 }
+
+#[test]
+fn fuzz_json_cost_covers_any_value() {
+    fuzz("json_cost_covers", json(), |value| {
+        let (reckoned, taken) = crate::json_cost::tests::reckoned_and_taken(&value.to_string());
+        prop_assert!(reckoned >= taken, "reckoned {reckoned} < taken {taken}");
+        Ok(())
+    });
+}
+
+#[test]
+fn fuzz_json_cost_of_any_bytes_in_little_memory() {
+    fuzz("json_cost_bytes", bytes(4096), |bytes| {
+        let (_, _, peak) =
+            crate::json_cost::tests::measured(|| crate::json_cost::tree_bytes(&bytes));
+        prop_assert!(
+            peak <= crate::json_cost::MAX_DEPTH * 64,
+            "took {peak} bytes"
+        );
+        Ok(())
+    });
+}

@@ -22,6 +22,7 @@ use crate::config;
 use crate::error::Result;
 use crate::http;
 use crate::ids;
+use crate::json_cost::{self, Refused};
 use crate::ledger::api::{CloseMcpSession, Ledger, McpSessionRef};
 use crate::mcp_session_ids;
 use crate::principal::Principal;
@@ -124,9 +125,18 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
             ))
         }
     };
-    let value: Value = match serde_json::from_slice(&body) {
+    let value: Value = match json_cost::parse(&body, json_cost::TREE_MAX) {
         Ok(value) => value,
-        Err(e) => return Ok(error_response(400, &jsonrpc::parse_error(e))),
+        Err(Refused::Invalid(e)) => return Ok(error_response(400, &jsonrpc::parse_error(e))),
+        Err(too_large) => {
+            return Ok(error_response(
+                413,
+                &jsonrpc::invalid_request(
+                    None,
+                    format!("request body refused: {too_large}; send fewer values at once"),
+                ),
+            ))
+        }
     };
     let message = match jsonrpc::classify(value) {
         Ok(message) => message,

@@ -8,6 +8,7 @@ use crate::ledger::api::{Ledger, RecordUsage};
 use crate::runs::RunRecord;
 use crate::time::now_ms;
 use futures::StreamExt;
+use std::collections::BTreeMap;
 use worker::{console_error, Env, Method, Response};
 
 /// Refuses a model call of a run that has reached its budget (403, which agents do not retry).
@@ -73,24 +74,92 @@ pub const MAX_CHAT_REQUEST: usize = 32 * 1024 * 1024;
 
 /// A chat completion request that streams, made to report its usage at the end
 /// (`stream_options.include_usage`), so a caller cannot leave it out and go uncounted. Other
-/// bodies pass as they are; a body that is not JSON is refused.
+/// bodies pass as they are; a body that is not JSON is refused. Only the top level (and
+/// `stream_options`) is taken apart: the members' values pass as the text they came as, so a
+/// request of many small values takes no more memory than its text (as a tree, 32 MiB of
+/// `{"a":0},` would take gigabytes). Keys are read unescaped, and a key given twice counts
+/// once, the last time, as it did for the tree: `"str\u0065am"` is `stream`.
 pub fn with_usage(body: &[u8]) -> Result<String> {
-    let mut value: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| Error::invalid(format!("the chat completion request is not JSON: {e}")))?;
-    if let Some(request) = value.as_object_mut() {
-        if request.get("stream") == Some(&serde_json::Value::Bool(true)) {
-            let options = request
-                .entry("stream_options")
-                .or_insert_with(|| serde_json::json!({}));
-            match options.as_object_mut() {
-                Some(options) => {
-                    options.insert("include_usage".into(), serde_json::Value::Bool(true));
-                }
-                None => *options = serde_json::json!({"include_usage": true}),
-            }
-        }
+    let not_json =
+        |e: String| Error::invalid(format!("the chat completion request is not JSON: {e}"));
+    let text = std::str::from_utf8(body).map_err(|e| not_json(e.to_string()))?;
+    serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|e| not_json(e.to_string()))?;
+    let options_text: String;
+    let Some(mut request) = members(text) else {
+        return Ok(text.trim_matches(JSON_SPACE).to_string());
+    };
+    if request.get("stream").copied() == Some("true") {
+        let mut options = request
+            .get("stream_options")
+            .and_then(|o| members(o))
+            .unwrap_or_default();
+        options.insert("include_usage".into(), "true");
+        options_text = object(&options);
+        request.insert("stream_options".into(), &options_text);
     }
-    Ok(value.to_string())
+    Ok(object(&request))
+}
+
+const JSON_SPACE: &[char] = &[' ', '\t', '\n', '\r'];
+
+/// The members of the object `text` (valid JSON) is, keys unescaped, each value as its text;
+/// `None` when it is not an object.
+fn members(text: &str) -> Option<BTreeMap<String, &str>> {
+    let inner = text
+        .trim_matches(JSON_SPACE)
+        .strip_prefix('{')?
+        .strip_suffix('}')?;
+    let mut found = BTreeMap::new();
+    let bytes = inner.as_bytes();
+    let (mut depth, mut start, mut colon) = (0usize, 0usize, None);
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b':' if depth == 0 && colon.is_none() => colon = Some(i - start),
+            b',' if depth == 0 => {
+                member(&mut found, &inner[start..i], colon?)?;
+                (start, colon) = (i + 1, None);
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if let Some(colon) = colon {
+        member(&mut found, &inner[start..], colon)?;
+    }
+    Some(found)
+}
+
+/// Adds the member `span` is (its key before `colon`, unescaped), replacing one of that key.
+fn member<'a>(found: &mut BTreeMap<String, &'a str>, span: &'a str, colon: usize) -> Option<()> {
+    let key = serde_json::from_str::<String>(&span[..colon]).ok()?;
+    found.insert(key, span[colon + 1..].trim_matches(JSON_SPACE));
+    Some(())
+}
+
+/// An object of these members, in the order of their keys.
+fn object(members: &BTreeMap<String, &str>) -> String {
+    let size: usize = members.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
+    let mut text = String::with_capacity(size + 2);
+    text.push('{');
+    for (i, (key, value)) in members.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(&serde_json::Value::from(key.as_str()).to_string());
+        text.push(':');
+        text.push_str(value);
+    }
+    text.push('}');
+    text
 }
 
 /// What one answer used so far, recorded once: when the answer ends, or — when the caller
@@ -150,5 +219,41 @@ mod tests {
         let whole = with_usage(br#"{"model":"m"}"#).unwrap();
         assert!(!whole.contains("stream_options"), "{whole}");
         assert!(with_usage(b"not json").is_err());
+        assert!(with_usage(br#"{"a":1,}"#).is_err());
+        assert_eq!(with_usage(b" [1, 2] ").unwrap(), "[1, 2]");
+        assert_eq!(with_usage(b"{ }").unwrap(), "{}");
+        // An escaped key is the key it spells; the last of two is the one that counts.
+        let escaped = with_usage(br#"{"str\u0065am" : true, "n":{"a":[1,"}"]}}"#).unwrap();
+        assert_eq!(
+            escaped,
+            r#"{"n":{"a":[1,"}"]},"stream":true,"stream_options":{"include_usage":true}}"#
+        );
+        let twice = with_usage(br#"{"stream":true,"stream":false}"#).unwrap();
+        assert_eq!(twice, r#"{"stream":false}"#);
+        let quoted = with_usage(br#"{"a\"b:,":"x,\"y:","stream":true}"#).unwrap();
+        assert!(
+            quoted.starts_with(r#"{"a\"b:,":"x,\"y:","stream":true,"#),
+            "{quoted}"
+        );
+    }
+
+    #[test]
+    fn a_request_of_many_small_values_takes_no_more_than_its_text() {
+        let body = format!(
+            r#"{{"model":"m","stream":true,"messages":[{}]}}"#,
+            vec![r#"{"a":0}"#; 200_000].join(",")
+        );
+        let (passed, _, peak) = crate::json_cost::tests::measured(|| with_usage(body.as_bytes()));
+        let passed = passed.unwrap();
+        assert!(passed.contains(r#""include_usage":true"#));
+        assert!(
+            passed.contains(&body[28..200]),
+            "the messages pass as they came"
+        );
+        assert!(
+            peak <= body.len() * 3 / 2,
+            "took {peak} bytes for {}",
+            body.len()
+        );
     }
 }

@@ -21,7 +21,8 @@ impl Driver<'_> {
     pub(super) async fn finish(&self, current: Current, run: &RunRecord) -> Result<Next> {
         let agent = self.agent(&current)?;
         let session = current.agent_session.clone().unwrap_or_default();
-        let messages = agent.messages(&session, None).await?;
+        let messages =
+            turn::messages_since(&agent, &session, &current.marker, &turn::TURN_READS).await?;
         let turn = turn::read_turn(&messages, &current.marker);
         let transcript = agent.transcript(&session).await.ok();
         // An agent whose turn ended by itself serves the session's next run.

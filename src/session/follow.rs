@@ -44,7 +44,15 @@ impl Driver<'_> {
         current.looked_at = Some(now);
         // Messages first, then the status: a turn read as settled and a session idle after it
         // is really over, whereas the other order races a step that starts in between.
-        let messages = match agent.messages(&session, Some(60)).await {
+        // The latest 60 messages hold a short turn; a long one is read back to its prompt: up
+        // to 1,000 at first, at once and then all when the last look found it long (its
+        // prompt is there, so the whole history is read only for a turn of over 1,000).
+        let reads: &[Option<u32>] = if current.detail.steps >= 50 {
+            &[Some(1_000), None]
+        } else {
+            &[Some(60), Some(1_000)]
+        };
+        let messages = match turn::messages_since(&agent, &session, &current.marker, reads).await {
             Ok(messages) => messages,
             Err(e) => return self.agent_unreachable(&current, e).await,
         };

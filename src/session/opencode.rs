@@ -2,6 +2,7 @@
 //! requests. Its messages are read into run progress in `turn.rs`.
 
 use crate::error::{Error, Result};
+use crate::json_cost::{self, Refused};
 use crate::sandbox::api::port_watch::Watch;
 use crate::sandbox::api::{CallPort, PortReply, PortRequest, SandboxClient};
 use base64::engine::general_purpose::STANDARD as B64;
@@ -101,8 +102,13 @@ impl Agent {
         if reply.body.trim().is_empty() {
             return Ok(Value::Null);
         }
-        serde_json::from_str(&reply.body)
-            .map_err(|e| Error::internal(format!("the agent's answer to {path} is not JSON: {e}")))
+        json_cost::parse(reply.body.as_bytes(), json_cost::TREE_MAX).map_err(|e| {
+            let what = match e {
+                Refused::TooLarge { .. } => "cannot be read",
+                Refused::Invalid(_) => "is not JSON",
+            };
+            Error::internal(format!("the agent's answer to {path} {what}: {e}"))
+        })
     }
 
     /// Whether OpenCode answers its health check within `within_ms`. It accepts connections
@@ -195,8 +201,10 @@ impl Agent {
             Some(n) => format!("/session/{session}/message?limit={n}"),
             None => format!("/session/{session}/message"),
         };
-        let value = self.json("GET", &path, None).await?;
-        Ok(value.as_array().cloned().unwrap_or_default())
+        match self.json("GET", &path, None).await? {
+            Value::Array(messages) => Ok(messages),
+            _ => Ok(Vec::new()),
+        }
     }
 
     /// The whole conversation as OpenCode returns it, for the transcript.

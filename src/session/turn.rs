@@ -2,7 +2,8 @@
 //! settled, the steps, tokens and cost, the summary, the provider's error, and how much the
 //! model has sent so far (to tell a silent model).
 
-use super::opencode::truncate;
+use super::opencode::{truncate, Agent};
+use crate::error::Result;
 use crate::runs::{ProgressDetail, Step};
 use serde_json::Value;
 
@@ -33,26 +34,56 @@ pub struct Turn {
     pub tool_running: bool,
 }
 
-/// Reads the messages that follow the prompt carrying `marker`.
-pub fn read_turn(messages: &[Value], marker: &str) -> Turn {
-    let text_of = |m: &Value| -> String {
-        m["parts"]
-            .as_array()
-            .map(|parts| {
-                parts
-                    .iter()
-                    .filter(|p| p["type"] == "text")
-                    .filter_map(|p| p["text"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default()
-    };
-    let mut turn = Turn::default();
-    let Some(start) = messages
+/// The text parts of a message, joined.
+fn text_of(m: &Value) -> String {
+    m["parts"]
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter(|p| p["type"] == "text")
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// Where the prompt carrying `marker` is among the messages (the latest such).
+pub fn prompt_at(messages: &[Value], marker: &str) -> Option<usize> {
+    messages
         .iter()
         .rposition(|m| m["info"]["role"] == "user" && text_of(m).contains(marker))
-    else {
+}
+
+/// How a run's turn is read at its end: the latest 100 messages, 1,000, then all.
+pub const TURN_READS: [Option<u32>; 3] = [Some(100), Some(1_000), None];
+
+/// The messages from the prompt carrying `marker` on (with some before it): the latest
+/// `reads[0]`, then `reads[1]`, … (`None`: all), until the prompt is among them or the session
+/// has no more. A session serves run after run, so its history is read only as far back as the
+/// run's own turn goes.
+pub async fn messages_since(
+    agent: &Agent,
+    session: &str,
+    marker: &str,
+    reads: &[Option<u32>],
+) -> Result<Vec<Value>> {
+    let mut messages = Vec::new();
+    for &limit in reads {
+        messages = agent.messages(session, limit).await?;
+        let all = limit.is_none_or(|n| messages.len() < n as usize);
+        if all || prompt_at(&messages, marker).is_some() {
+            break;
+        }
+    }
+    Ok(messages)
+}
+
+/// Reads the messages that follow the prompt carrying `marker`.
+pub fn read_turn(messages: &[Value], marker: &str) -> Turn {
+    let mut turn = Turn::default();
+    let Some(start) = prompt_at(messages, marker) else {
         return turn;
     };
     turn.prompted = true;

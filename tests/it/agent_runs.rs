@@ -228,6 +228,39 @@ async fn a_run_fixes_the_failing_test_and_opens_a_pull_request() {
     assert_eq!(info["status"], "running");
 }
 
+/// A turn of more messages than the session first reads at its end (the latest 100; it reads
+/// further until the prompt is among them): the whole turn is the run's, all 111 steps and the
+/// answer at its end.
+#[tokio::test]
+async fn a_turn_longer_than_the_first_read_is_read_whole() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let repository = stack.broken_repo(&repo_name("long-turn"));
+    let (run_id, _) = start(
+        &mcp,
+        json!({"task": "Fix the test, then keep checking. [scenario:long-turn]", "repository": repository}),
+    )
+    .await;
+    let run = finished(&mcp, &run_id).await;
+    assert_eq!(status(&run), "completed", "{run:#}");
+    assert_eq!(run["progress"]["steps"], 111, "{:#}", run["progress"]);
+    let result = &run["result"];
+    assert!(
+        result["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("Fixed add.sh in 111 steps.")),
+        "{result:#}"
+    );
+    let transcript = read(
+        reqwest::get(result["transcriptUrl"].as_str().unwrap())
+            .await
+            .unwrap(),
+    )
+    .await;
+    let messages = transcript.json().as_array().unwrap().len();
+    assert!(messages > 100, "{messages} messages");
+}
+
 #[tokio::test]
 async fn a_session_continues_in_order_in_the_same_sandbox_and_conversation() {
     let stack = stack::shared();

@@ -398,6 +398,40 @@ async fn bodies_over_the_cap_are_refused_with_413() {
     assert_eq!(streamed.status, 413, "{}", streamed.body);
 }
 
+/// A body under the size cap made of small values (11 MiB of `{"a":0},`) would take about
+/// 700 MB as a tree on wasm32: it is refused before it is parsed, and the next call is served.
+#[tokio::test]
+async fn a_body_of_too_many_values_is_refused_unparsed() {
+    let mcp = Mcp::connect(&base()).await;
+    let make = |unit: &str, times: usize| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":[{}]}}}}"#,
+            vec![unit; times].join(",")
+        )
+    };
+    let dense = mcp.post(&make(r#"{"a":0}"#, 1_400_000), &[]).await;
+    assert_eq!(dense.status, 413, "{}", dense.body);
+    assert_eq!(dense.error_code(), -32600);
+    assert!(
+        dense.body.contains("more than the 64.0 MiB allowed")
+            && dense.body.contains("send fewer values at once"),
+        "{}",
+        dense.body
+    );
+    // Many values that fit are served, and so is the next call.
+    let fits = mcp.post(&make("0", 100_000), &[]).await;
+    assert_eq!(
+        fits.status,
+        200,
+        "{}",
+        &fits.body[..fits.body.len().min(200)]
+    );
+    let after = mcp
+        .post(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#, &[])
+        .await;
+    assert_eq!(after.status, 200, "{}", after.body);
+}
+
 #[tokio::test]
 async fn malformed_messages_get_json_rpc_errors() {
     let mcp = Mcp::connect(&base()).await;

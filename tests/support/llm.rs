@@ -125,6 +125,13 @@ pub fn script(scenario: &str, step: usize) -> Reply {
             1..30 => bash("sh test.sh"),
             _ => Reply::Text("Tested thirty times.".into()),
         },
+        // A turn of more messages than the session reads at first (100): fixes add.sh, then
+        // runs 110 more commands.
+        "long-turn" => match step {
+            0 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh"),
+            1..=110 => bash("true"),
+            _ => Reply::Text("Fixed add.sh in 111 steps.".into()),
+        },
         // Takes a while before its first step, so a page opened meanwhile sees it arrive.
         "page-live" => match step {
             0 => Reply::After(Duration::from_secs(15), Box::new(bash("sh test.sh"))),

@@ -11,6 +11,7 @@ use crate::session::driver::{Driver, Next};
 use crate::session::launch::AgentSetup;
 use crate::session::opencode::truncate;
 use crate::session::store::{Current, Phase};
+use crate::session::turn;
 use crate::time::now_ms;
 use crate::workers::redact::Redactor;
 use crate::workers::{Manifest, ToolCall, VersionRecord, WorkerRunSpec};
@@ -97,8 +98,9 @@ impl Driver<'_> {
     ) -> Result<Ended> {
         let agent = self.agent(current)?;
         let session = current.agent_session.clone().unwrap_or_default();
-        let messages = agent.messages(&session, None).await?;
-        let turn = crate::session::turn::read_turn(&messages, &current.marker);
+        let reads = &turn::TURN_READS;
+        let messages = turn::messages_since(&agent, &session, &current.marker, reads).await?;
+        let turn = turn::read_turn(&messages, &current.marker);
         let state = current.worker.clone().unwrap_or_default();
         let started = state.started_at.unwrap_or(current.started_at);
         let answer = turn.last_text.clone().unwrap_or_default();
@@ -124,7 +126,7 @@ fn tool_calls(messages: &[serde_json::Value], redactor: &Redactor) -> Vec<ToolCa
     messages
         .iter()
         .filter(|m| m["info"]["role"] == "assistant")
-        .flat_map(crate::session::turn::steps_of)
+        .flat_map(turn::steps_of)
         .take(MAX_TOOL_CALLS)
         .map(|s| ToolCall {
             tool: s.tool,

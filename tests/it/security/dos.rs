@@ -1,6 +1,6 @@
 //! Denial of service and small defects: a sandbox's disk, its egress proxy, a FIFO in its
 //! workspace, client metadata documents that never end, sign-in lockouts, and an agent that
-//! answers its session with more than the Worker reads.
+//! answers its session with more than the Worker reads or holds.
 
 use handoff_tests::daemon::{Client, Daemon};
 use handoff_tests::mcp::read;
@@ -325,14 +325,18 @@ async fn forged_access_tokens_are_refused_and_real_ones_carry_a_tag() {
 /// Ends OpenCode (the pid it is given) and takes its port, 4096, answering every request with
 /// 20 MiB. (No more: read without a limit, an endless body grew workerd here to 23 GB in a
 /// minute or two, and a test that fails must not take the machine down with it.)
+/// A program an agent puts in OpenCode's place (ending it): it answers every request with a
+/// body of `argv[3]` repeated `argv[4]` times between `argv[2]` and `argv[5]`, sent in chunks.
 const HUGE_AGENT: &str = r#"
 import os, socket, sys, threading, time
+head, unit, times, tail = sys.argv[2].encode(), sys.argv[3].encode(), int(sys.argv[4]), sys.argv[5].encode()
 def serve(c):
     try:
         c.recv(65536)
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
-        chunk = b"0," * 32768
-        for _ in range(320):
+        per = 65536 // len(unit)
+        chunks = [head] + [unit * min(per, times - i) for i in range(0, times, per)] + [tail]
+        for chunk in filter(None, chunks):
             c.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
         c.sendall(b"0\r\n\r\n")
         c.close()
@@ -359,10 +363,41 @@ while True:
 /// there is into the session's sandbox object, whatever its size) and the run fails saying why.
 #[tokio::test]
 async fn an_agent_answering_with_a_huge_body_fails_its_run_and_no_more() {
+    // 20 MiB of `0,`.
+    let message = agent_answering("huge-answer", ["", "0,", "10485760", ""]).await;
+    assert!(message.contains("answered more than 16 MiB"), "{message}");
+}
+
+/// The same with an answer under 16 MiB made of small values: parsed into a tree, 15 MiB of
+/// `{"a":0},` takes about 900 MB of the Worker's memory (on Cloudflare, over the 128 MB its
+/// isolate has); the session reckons what the tree would take and refuses it unparsed.
+#[tokio::test]
+async fn an_agent_answering_with_too_many_values_fails_its_run_and_no_more() {
+    let stack = handoff_tests::stack::shared();
+    let http = reqwest::Client::new();
+    let heap_before = stack.worker.wasm_heap_mib(&http).await;
+    let message = agent_answering("dense-answer", ["[", r#"{"a":0},"#, "1966080", "{}]"]).await;
+    assert!(
+        message.contains("more than the 64.0 MiB allowed"),
+        "{message}"
+    );
+    // The Worker's memory (a high-water mark, shared by its objects here) grew by what reading
+    // the text takes, not by the tree (tests beside this one add to it, too).
+    let heap_after = stack.worker.wasm_heap_mib(&http).await;
+    println!("wasm heap: {heap_before:.0} MiB before, {heap_after:.0} MiB after");
+    assert!(
+        heap_after - heap_before < 400.0,
+        "the Worker's heap grew from {heap_before:.0} to {heap_after:.0} MiB"
+    );
+}
+
+/// Starts a run whose agent, once working, is replaced by [`HUGE_AGENT`] answering with
+/// `body` (head, unit, times, tail); the message the run failed with. The sandbox goes on.
+async fn agent_answering(name: &str, body: [&str; 4]) -> String {
     use handoff_tests::runs::{agent_pids, repo_name, status, terminal};
     let stack = handoff_tests::stack::shared();
     let mcp = handoff_tests::Mcp::connect(&stack.url()).await;
-    let repository = stack.broken_repo(&repo_name("huge-answer"));
+    let repository = stack.broken_repo(&repo_name(name));
     let out = mcp
         .call_ok(
             "opencode_run_task",
@@ -391,11 +426,12 @@ async fn an_agent_answering_with_a_huge_body_fails_its_run_and_no_more() {
         json!({"sandboxId": &sandbox, "path": "endless.py", "content": HUGE_AGENT}),
     )
     .await;
+    let quoted = body.map(|arg| format!("'{arg}'")).join(" ");
     let took = mcp
         .call_ok(
             "sandbox_exec",
             json!({"sandboxId": &sandbox, "command": format!(
-                "setsid python3 endless.py {} > endless.log 2>&1 < /dev/null & sleep 1; cat endless.log",
+                "setsid python3 endless.py {} {quoted} > endless.log 2>&1 < /dev/null & sleep 1; cat endless.log",
                 pids[0])}),
         )
         .await;
@@ -405,12 +441,9 @@ async fn an_agent_answering_with_a_huge_body_fails_its_run_and_no_more() {
     assert_eq!(status(&ended), "failed", "{ended:#}");
     let message = ended["result"]["error"]["message"]
         .as_str()
-        .unwrap_or_default();
-    assert!(
-        message.contains("answered more than 16 MiB"),
-        "after {:?}: {ended:#}",
-        replaced.elapsed()
-    );
+        .unwrap_or_default()
+        .to_string();
+    println!("failed after {:?}: {message}", replaced.elapsed());
     // The sandbox and the session's other uses go on.
     let listed = mcp
         .call_ok(
@@ -419,4 +452,5 @@ async fn an_agent_answering_with_a_huge_body_fails_its_run_and_no_more() {
         )
         .await;
     assert_eq!(listed["stdout"], "alive\n", "{listed:#}");
+    message
 }

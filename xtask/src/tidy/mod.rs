@@ -37,6 +37,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "runs",
             "sandboxes",
             "templates",
+            "json_cost",
             "time",
             "transcript",
             "urls",
