@@ -216,7 +216,7 @@ impl Current {
             checkout: None,
             agent_process: None,
             agent_session: None,
-            marker: format!("[handoff:{run_id}]"),
+            marker: format!("{}{run_id}]", super::turn::MARKER),
             prompted_at: None,
             failures: 0,
             detail: ProgressDetail::default(),

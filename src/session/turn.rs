@@ -60,8 +60,8 @@ pub fn prompt_at(messages: &[Value], marker: &str) -> Option<usize> {
 pub const TURN_READS: [Option<u32>; 3] = [Some(100), Some(1_000), None];
 
 /// The messages from the prompt carrying `marker` on (with some before it): the latest
-/// `reads[0]`, then `reads[1]`, … (`None`: all), until the prompt is among them or the session
-/// has no more. A session serves run after run, so its history is read only as far back as the
+/// `reads[0]`, then `reads[1]`, … (`None`: all), until the prompt is among them, an earlier
+/// run's prompt is ([`MARKER`]), or the session has no more. A session serves run after run, so its history is read only as far back as the
 /// run's own turn goes.
 pub async fn messages_since(
     agent: &Agent,
@@ -72,13 +72,26 @@ pub async fn messages_since(
     let mut messages = Vec::new();
     for &limit in reads {
         messages = agent.messages(session, limit).await?;
-        let all = limit.is_none_or(|n| messages.len() < n as usize);
-        if all || prompt_at(&messages, marker).is_some() {
+        if read_far_enough(&messages, marker, limit) {
             break;
         }
     }
     Ok(messages)
 }
+
+/// Whether `messages`, the latest `limit` (`None`: all), go back far enough for the turn of the
+/// prompt carrying `marker` (see [`messages_since`]).
+fn read_far_enough(messages: &[Value], marker: &str, limit: Option<u32>) -> bool {
+    limit.is_none_or(|n| messages.len() < n as usize)
+        || prompt_at(messages, marker).is_some()
+        || prompt_at(messages, MARKER).is_some()
+}
+
+/// What every run's prompt carries (`[handoff:<runId>]`, a worker's approved pass
+/// `[handoff:<runId>:approved]`). A session's runs follow one another, so a prompt of an earlier
+/// run among the messages read, and not this run's, means this run's is not written yet: it is
+/// not further back.
+pub const MARKER: &str = "[handoff:";
 
 /// Reads the messages that follow the prompt carrying `marker`.
 pub fn read_turn(messages: &[Value], marker: &str) -> Turn {
@@ -359,5 +372,27 @@ mod tests {
             Some("APIError: scripted provider failure")
         );
         assert!(!read_turn(&messages, "[handoff:run_x]").prompted);
+    }
+
+    #[test]
+    fn a_turn_is_read_back_to_its_prompt_and_no_further() {
+        let user = |text: &str| message("user", json!([{"type": "text", "text": text}]), json!({}));
+        let answer = || message("assistant", json!([]), json!({}));
+        let mine = "[handoff:run_m]";
+        let far = |messages: &[Value]| read_far_enough(messages, mine, Some(3));
+        // A full read of answers only: the prompt is further back.
+        assert!(!far(&[answer(), answer(), answer()]));
+        // A resume's message is not a run's prompt: further back still.
+        assert!(!far(&[
+            user("[handoff-resume:1:run_m] carry on"),
+            answer(),
+            answer()
+        ]));
+        // The prompt, or an earlier run's (this run's is not written yet), ends the reading.
+        assert!(far(&[user("task [handoff:run_m]"), answer(), answer()]));
+        assert!(far(&[user("task [handoff:run_l]"), answer(), answer()]));
+        // As does the whole session.
+        assert!(far(&[answer(), answer()]));
+        assert!(read_far_enough(&[answer(), answer()], mine, None));
     }
 }

@@ -58,7 +58,7 @@ impl Driver<'_> {
                 let version = self.worker_version(spec, true).await?;
                 let apply = current.worker.as_ref().is_some_and(|w| w.apply);
                 if apply {
-                    current.marker = format!("[handoff:{}:approved]", run.id);
+                    current.marker = format!("{}{}:approved]", turn::MARKER, run.id);
                     current.deadline =
                         now_ms() + (version.manifest.limits.timeout_seconds * 1000) as i64;
                 }
