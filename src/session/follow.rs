@@ -44,9 +44,10 @@ impl Driver<'_> {
         current.looked_at = Some(now);
         // Messages first, then the status: a turn read as settled and a session idle after it
         // is really over, whereas the other order races a step that starts in between.
-        // The latest 60 messages hold a short turn; a long one is read back to its prompt: up
-        // to 1,000 at first, at once and then all when the last look found it long (its
-        // prompt is there, so the whole history is read only for a turn of over 1,000).
+        // The latest 60 messages hold a short turn; a longer one is read back to its prompt
+        // (up to 1,000). Once a look has found the turn long, the reading starts at 1,000 and
+        // may go on to all: the prompt is surely written, so the whole history is read only
+        // for a turn of over 1,000 messages.
         let reads: &[Option<u32>] = if current.detail.steps >= 50 {
             &[Some(1_000), None]
         } else {

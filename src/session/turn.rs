@@ -61,8 +61,8 @@ pub const TURN_READS: [Option<u32>; 3] = [Some(100), Some(1_000), None];
 
 /// The messages from the prompt carrying `marker` on (with some before it): the latest
 /// `reads[0]`, then `reads[1]`, … (`None`: all), until the prompt is among them, an earlier
-/// run's prompt is ([`MARKER`]), or the session has no more. A session serves run after run, so its history is read only as far back as the
-/// run's own turn goes.
+/// run's prompt is ([`MARKER`]), or the session has no more. A session serves run after run,
+/// so its history is read only as far back as the run's own turn goes.
 pub async fn messages_since(
     agent: &Agent,
     session: &str,
