@@ -119,10 +119,17 @@ impl Driver<'_> {
         match self.advance(current.clone(), &run).await {
             Ok(next) => Ok(next),
             Err(e) if policy::retries(e.kind, self.outage(&current), phase) => {
-                let mut retry = current;
-                retry.failures += 1;
+                // What the failed step saved stands (e.g. the marker of a message it was
+                // sending): it is tried again from there, as after a restart.
+                let stored = store::current(&self.sql)?;
+                let Some(mut retry) = stored.filter(|c| c.run_id == current.run_id) else {
+                    return Ok(Next::Now);
+                };
+                retry.failures = current.failures + 1;
                 let now = now_ms();
-                let since = *retry.failing_since.get_or_insert(now);
+                let since = *retry
+                    .failing_since
+                    .insert(current.failing_since.unwrap_or(now));
                 console_warn!(
                     "session {}: {} (attempt {}, failing for {} s)",
                     self.session_id,

@@ -8,7 +8,6 @@ use super::keep::{still_running, thaw};
 use super::opencode;
 use super::policy;
 use super::store::{self, Current, KeptAgent, SandboxBirth};
-use super::turn;
 use crate::config;
 use crate::error::{Error, Result};
 use crate::ids;
@@ -289,23 +288,21 @@ impl Driver<'_> {
         };
         current.agent_session = Some(session.clone());
         self.save(current)?;
-        // A restart between sending and recording must not send the task twice (a session
-        // created just now has no messages: one round trip to the agent saved).
-        let already = !created
-            && turn::read_turn(&agent.messages(&session, Some(10)).await?, &current.marker)
-                .prompted;
-        if !already {
-            let (provider, model) = model_of(self.env, run)?;
-            let text = match text {
-                Some(t) => format!("{t}\n\n---\n{}", current.marker),
-                None => prompt_text(run, current),
-            };
-            let tools = setup.tools.as_deref().map(tool_switches);
-            agent
-                .prompt(&session, &text, &provider, &model, tools.as_ref())
-                .await?;
-        }
-        Ok(())
+        let marker = current.marker.clone();
+        let text = match text {
+            Some(t) => format!("{t}\n\n---\n{marker}"),
+            None => prompt_text(run, current),
+        };
+        let tools = setup.tools.as_deref().map(tool_switches);
+        // A session created just now has no messages to look for the task among.
+        self.hand_over(
+            current,
+            run,
+            (&session, created),
+            (&marker, &text),
+            tools.as_ref(),
+        )
+        .await
     }
 }
 

@@ -12,6 +12,7 @@ use super::turn;
 use crate::config;
 use crate::error::Result;
 use crate::runs::{RunErrorCode, RunRecord};
+use serde_json::Value;
 
 impl Driver<'_> {
     /// OpenCode stopped while it worked and its sandbox kept its files: resume the run, or
@@ -65,15 +66,9 @@ impl Driver<'_> {
         marker: &str,
         text: &str,
     ) -> Result<Next> {
-        let agent = self.agent(&current)?;
         let session = current.agent_session.clone().unwrap_or_default();
-        let messages = agent.messages(&session, Some(10)).await?;
-        if !turn::read_turn(&messages, marker).prompted {
-            let (provider, model) = model_of(self.env, run)?;
-            agent
-                .prompt(&session, text, &provider, &model, None)
-                .await?;
-        }
+        self.hand_over(&mut current, run, (&session, false), (marker, text), None)
+            .await?;
         current.phase = Phase::Working;
         current.retry_at = None;
         current.looked_at = None;
@@ -86,6 +81,41 @@ impl Driver<'_> {
         Ok(Next::After(config::poll_interval_ms(self.env)))
     }
 }
+
+impl Driver<'_> {
+    /// Hands the agent's session (`session`, `fresh`: created just now) a message (`marker`,
+    /// `text`) once. The marker is saved before it is sent, so a restart before the agent's
+    /// answer was heard finds it saved and looks for the message among the agent's messages (as
+    /// far back as the turn goes: the agent may be many steps further by then) rather than send
+    /// it twice. A message not marked was never sent and goes with no look.
+    pub(super) async fn hand_over(
+        &self,
+        current: &mut Current,
+        run: &RunRecord,
+        (session, fresh): (&str, bool),
+        (marker, text): (&str, &str),
+        tools: Option<&Value>,
+    ) -> Result<()> {
+        let agent = self.agent(current)?;
+        if current.handing_over.as_deref() == Some(marker) {
+            if !fresh {
+                let messages = turn::messages_since(&agent, session, marker, &LOOK_BACK).await?;
+                if turn::prompt_at(&messages, marker).is_some() {
+                    return Ok(());
+                }
+            }
+        } else {
+            current.handing_over = Some(marker.to_string());
+            self.save(current)?;
+        }
+        let (provider, model) = model_of(self.env, run)?;
+        agent.prompt(session, text, &provider, &model, tools).await
+    }
+}
+
+/// How far back a message that may have been sent is looked for: the latest 10 messages, then
+/// 1,000, then all, until it or an earlier prompt is among them (`turn::messages_since`).
+const LOOK_BACK: [Option<u32>; 3] = [Some(10), Some(1_000), None];
 
 /// Finds the resume's message among the agent's (it must not contain the run's own marker,
 /// which finds the task).

@@ -202,6 +202,10 @@ pub struct Current {
     /// The code a run stopped early (`stop`) ends with; none: over its budget.
     #[serde(default)]
     pub stop_code: Option<RunErrorCode>,
+    /// The marker of the latest message handed to the agent, saved before it is sent
+    /// (`resume.rs`, `hand_over`): a message whose marker is not here was never sent.
+    #[serde(default)]
+    pub handing_over: Option<String>,
 }
 
 impl Current {
@@ -231,6 +235,7 @@ impl Current {
             retry_at: None,
             quiet: None,
             stop_code: None,
+            handing_over: None,
             failing_since: None,
         }
     }

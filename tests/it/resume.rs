@@ -8,7 +8,8 @@
 //! completes once the provider is back. A model that starts answering and then sends nothing
 //! is stopped after `RUN_MODEL_STALL_SECONDS` and handed its turn back the same way; one that
 //! never comes back ends the run failed, saying so. A cut in the network between the Worker and
-//! the daemon is waited out (the run says it waits) and the run completes once it heals. A run
+//! the daemon is waited out (the run says it waits) and the run completes once it heals; one
+//! that hid whether the agent got its task does not have it sent twice. A run
 //! whose agent fills the sandbox's disk fails saying the disk is full, and its work is delivered
 //! by the session's next run once space is freed.
 
@@ -228,24 +229,75 @@ async fn a_model_that_hangs_is_stopped_and_handed_back_its_turn_a_few_times() {
 }
 
 #[tokio::test]
-async fn a_run_outlasts_the_network_between_worker_and_daemon_going_down() {
+async fn runs_outlast_cuts_in_the_network_between_worker_and_daemon() {
     // The Worker reaches the daemon through a line the test can cut.
     let daemon = Daemon::start();
     let line = Relay::start(daemon.port);
     let stack = RunStack::with_daemon(daemon, &[("SANDBOX_DAEMON_URL", &line.url())]);
     let mcp = Mcp::connect(&stack.url()).await;
-    let (run_id, _) = start_and_reach_the_command(&mcp, &stack).await;
+    a_run_outlasts_the_line_going_down(&stack, &mcp, &line).await;
+    a_task_whose_handing_over_went_unanswered_is_handed_over_once(&stack, &mcp, &line).await;
+}
+
+async fn a_run_outlasts_the_line_going_down(stack: &RunStack, mcp: &Mcp, line: &Relay) {
+    let (run_id, _) = start_and_reach_the_command(mcp, stack).await;
     line.cut();
     // Nothing crosses: the run waits for the sandbox, saying so, and does not fail.
-    until_it_says(&mcp, &run_id, "not answering").await;
+    until_it_says(mcp, &run_id, "not answering").await;
     line.heal();
     // The agent worked on meanwhile; its run ends as if nothing happened.
-    let run = until_fixed(&mcp, &run_id).await;
+    let run = until_fixed(mcp, &run_id).await;
     assert!(
         !phases(&run).contains(&"resuming_agent"),
         "the agent never stopped: {:?}",
         phases(&run)
     );
+}
+
+/// The line goes down as the agent takes the task, so the Worker never hears that it did; when
+/// it heals the agent is 30 steps into the task, further back than a glance at its latest
+/// messages sees. The Worker hands the task over again only if the agent does not have it: the
+/// model hears it once and the run is the one turn of 111 steps.
+async fn a_task_whose_handing_over_went_unanswered_is_handed_over_once(
+    stack: &RunStack,
+    mcp: &Mcp,
+    line: &Relay,
+) {
+    let repository = stack.broken_repo(&repo_name("long-turn"));
+    let task = "The test in test.sh fails. Fix it, then keep checking. [scenario:long-turn]";
+    let out = mcp
+        .call_ok(
+            "opencode_run_task",
+            json!({"task": task, "repository": &repository}),
+        )
+        .await;
+    let run_id = out["runId"].as_str().unwrap().to_string();
+    line.cut_at_reply_to(&format!("[handoff:{run_id}]"));
+    let of_run = || {
+        stack
+            .llm
+            .all_requests()
+            .into_iter()
+            .filter(|r| r.run.as_deref() == Some(run_id.as_str()))
+            .collect::<Vec<_>>()
+    };
+    let deadline = std::time::Instant::now() + RUN_TIMEOUT;
+    while of_run().iter().all(|r| r.step < 30) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never got 30 steps in"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        line.is_cut(),
+        "the line went down as the task was handed over"
+    );
+    line.heal();
+    let run = until_fixed(mcp, &run_id).await;
+    assert_eq!(run["progress"]["steps"], 111, "{:#}", run["progress"]);
+    let heard = of_run().iter().map(|r| r.prompts).max();
+    assert_eq!(heard, Some(1), "how many times the model heard the task");
 }
 
 #[tokio::test]

@@ -174,6 +174,8 @@ pub struct Recorded {
     pub model: String,
     /// What the last tool call printed, as the agent sent it back (for failure messages).
     pub tool_output: Option<String>,
+    /// How many times the run's prompt (its `[handoff:run_…]` marker) is in the conversation.
+    pub prompts: usize,
     /// The text of the conversation's latest user message.
     pub last_user: String,
     /// The system prompt's text (OpenCode's, with its `<env>` facts about the folder).
@@ -457,10 +459,19 @@ fn record(
 ) -> (String, usize) {
     let (scenario, step) = locate(messages);
     let run = run_of(messages);
+    let prompts = run.as_ref().map_or(0, |run| {
+        let marker = format!("[handoff:{run}]");
+        messages
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| text_of(m).matches(&marker).count())
+            .sum()
+    });
     if let Ok(mut log) = state.requests.lock() {
         log.push(Recorded {
             scenario: scenario.clone(),
             run,
+            prompts,
             at: std::time::Instant::now(),
             step,
             messages: messages.len(),
