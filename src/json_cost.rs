@@ -162,5 +162,7 @@ const fn internal_node() -> usize {
     leaf + (NODE_CAPACITY + 1) * size_of::<usize>()
 }
 
+pub mod kept;
+
 #[cfg(test)]
 pub(crate) mod tests;

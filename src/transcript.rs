@@ -124,8 +124,13 @@ pub fn step_title(state: &Value) -> String {
         .to_string()
 }
 
+/// What every run's prompt carries (`[handoff:<runId>]`, a worker's approved pass
+/// `[handoff:<runId>:approved]`); the messages a run adds to its turn (a resume, a turn handed
+/// back) carry markers of their own that do not contain it.
+pub const PROMPT_MARKER: &str = "[handoff:";
+
 /// The messages of one run's turn: from the user message carrying `marker` up to the next
-/// user message (the whole list when the marker is not found).
+/// run's prompt (the whole list when the marker is not found).
 pub fn turn<'a>(messages: &'a [Message], marker: &str) -> &'a [Message] {
     let Some(start) = messages
         .iter()
@@ -135,7 +140,7 @@ pub fn turn<'a>(messages: &'a [Message], marker: &str) -> &'a [Message] {
     };
     let end = messages[start + 1..]
         .iter()
-        .position(|m| m.role == "user")
+        .position(|m| m.role == "user" && m.text().contains(PROMPT_MARKER))
         .map_or(messages.len(), |i| start + 1 + i);
     &messages[start..end]
 }
@@ -183,6 +188,19 @@ mod tests {
         );
         assert_eq!(turn[1].error.as_deref(), Some("APIError: quota"));
         assert_eq!(super::turn(&messages, "[handoff:run_a]").len(), 2);
+        // A resume is part of the turn it carries on.
+        let resumed = json!([
+            {"info": {"role": "user"}, "parts": [{"type": "text", "text": "task [handoff:run_c]"}]},
+            {"info": {"role": "assistant"}, "parts": [{"type": "text", "text": "working"}]},
+            {"info": {"role": "user"}, "parts": [{"type": "text", "text": "[handoff-resume:1:run_c] carry on"}]},
+            {"info": {"role": "assistant"}, "parts": [{"type": "text", "text": "done c"}]},
+            {"info": {"role": "user"}, "parts": [{"type": "text", "text": "next [handoff:run_d]"}]},
+        ])
+        .to_string();
+        let resumed = read(&resumed).unwrap();
+        let turn_c = super::turn(&resumed, "[handoff:run_c]");
+        assert_eq!(turn_c.len(), 4);
+        assert_eq!(turn_c[3].text(), "done c");
         assert!(read("{}").is_none());
         assert!(cut(&"é".repeat(20), 5).starts_with("éé\n…"));
     }

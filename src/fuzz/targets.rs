@@ -414,3 +414,45 @@ fn fuzz_json_cost_of_any_bytes_in_little_memory() {
         Ok(())
     });
 }
+
+/// Keeps some of what `json()` builds: an MCP request's method and its params' name and cursor.
+const KEEP_SOME: crate::json_cost::kept::Keep = {
+    use crate::json_cost::kept::Keep;
+    Keep::Object(&[
+        ("method", Keep::Scalar),
+        (
+            "params",
+            Keep::Object(&[
+                ("name", Keep::Scalar),
+                ("cursor", Keep::Array(&Keep::Scalar)),
+            ]),
+        ),
+    ])
+};
+
+#[test]
+fn fuzz_json_kept_is_the_value_pruned_and_reckoned_above_it() {
+    use crate::json_cost::kept::{self, tests::pruned};
+    fuzz("json_kept", json(), |value| {
+        let text = value.to_string();
+        let ((kept, reckoned), held, _) = crate::json_cost::tests::measured(|| {
+            kept::counted(text.as_bytes(), &KEEP_SOME, usize::MAX)
+        });
+        let whole: Value =
+            serde_json::from_str(&text).map_err(|e| TestCaseError::fail(format!("{e}")))?;
+        let kept = kept.map_err(|e| TestCaseError::fail(format!("{e}")))?;
+        prop_assert_eq!(kept, pruned(&whole, &KEEP_SOME));
+        prop_assert!(reckoned >= held, "reckoned {reckoned} < held {held}");
+        Ok(())
+    });
+}
+
+#[test]
+fn fuzz_json_kept_of_any_bytes() {
+    fuzz("json_kept_bytes", bytes(4096), |bytes| {
+        let kept = crate::json_cost::kept::parse(&bytes, &KEEP_SOME, 1 << 20);
+        // Only JSON is kept.
+        prop_assert!(kept.is_err() || serde_json::from_slice::<Value>(&bytes).is_ok());
+        Ok(())
+    });
+}

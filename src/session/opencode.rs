@@ -2,6 +2,7 @@
 //! requests. Its messages are read into run progress in `turn.rs`.
 
 use crate::error::{Error, Result};
+use crate::json_cost::kept::{self, Keep};
 use crate::json_cost::{self, Refused};
 use crate::sandbox::api::port_watch::Watch;
 use crate::sandbox::api::{CallPort, PortReply, PortRequest, SandboxClient};
@@ -15,6 +16,65 @@ use worker::Delay;
 pub const PORT: u16 = 4096;
 /// How long an ordinary call to OpenCode may take to start answering.
 const REQUEST_TIMEOUT_MS: u64 = 30_000;
+
+/// What the session reads of OpenCode's messages (`turn.rs`, and whether an answer ended): the
+/// rest — tool outputs and metadata, file contents in tool inputs, attachments — is skipped as
+/// the answer is parsed, so a look at a turn of heavy tool calls holds their titles, not their
+/// bytes. (The transcript is stored as OpenCode's text.)
+pub const MESSAGES: Keep = Keep::Array(&MESSAGE);
+const MESSAGE: Keep = Keep::Object(&[("info", INFO), ("parts", Keep::Array(&PART))]);
+const INFO: Keep = Keep::Object(&[
+    ("role", Keep::Scalar),
+    ("time", TIME),
+    ("tokens", TOKENS),
+    ("cost", Keep::Scalar),
+    ("finish", Keep::Scalar),
+    ("error", ERROR),
+]);
+const TIME: Keep = Keep::Object(&[
+    ("created", Keep::Scalar),
+    ("completed", Keep::Scalar),
+    ("start", Keep::Scalar),
+    ("end", Keep::Scalar),
+]);
+const TOKENS: Keep = Keep::Object(&[
+    ("input", Keep::Scalar),
+    ("output", Keep::Scalar),
+    ("reasoning", Keep::Scalar),
+    (
+        "cache",
+        Keep::Object(&[("read", Keep::Scalar), ("write", Keep::Scalar)]),
+    ),
+]);
+const ERROR: Keep = Keep::Object(&[
+    ("name", Keep::Scalar),
+    ("message", Keep::Scalar),
+    (
+        "data",
+        Keep::Object(&[
+            ("message", Keep::Scalar),
+            ("isRetryable", Keep::Scalar),
+            ("statusCode", Keep::Scalar),
+        ]),
+    ),
+]);
+const PART: Keep = Keep::Object(&[
+    ("type", Keep::Scalar),
+    ("text", Keep::Scalar),
+    ("tool", Keep::Scalar),
+    (
+        "state",
+        Keep::Object(&[
+            ("status", Keep::Scalar),
+            ("title", Keep::Scalar),
+            ("time", TIME),
+            (
+                "input",
+                Keep::Object(&[("command", Keep::Scalar), ("filePath", Keep::Scalar)]),
+            ),
+        ]),
+    ),
+]);
 
 /// OpenCode serving one directory of a session's sandbox, reached with the session's password.
 pub struct Agent {
@@ -91,6 +151,17 @@ impl Agent {
     }
 
     async fn json(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value> {
+        self.json_kept(method, path, body, None).await
+    }
+
+    /// [`Agent::json`], keeping only what `keep` names of the answer (all when `None`).
+    async fn json_kept(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        keep: Option<&Keep>,
+    ) -> Result<Value> {
         let reply = self.request(method, path, body).await?;
         if !(200..300).contains(&reply.status) {
             return Err(Error::internal(format!(
@@ -102,7 +173,12 @@ impl Agent {
         if reply.body.trim().is_empty() {
             return Ok(Value::Null);
         }
-        json_cost::parse(reply.body.as_bytes(), json_cost::TREE_MAX).map_err(|e| {
+        let text = reply.body.as_bytes();
+        match keep {
+            Some(keep) => kept::parse(text, keep, json_cost::TREE_MAX),
+            None => json_cost::parse(text, json_cost::TREE_MAX),
+        }
+        .map_err(|e| {
             let what = match e {
                 Refused::TooLarge { .. } => "cannot be read",
                 Refused::Invalid(_) => "is not JSON",
@@ -195,13 +271,11 @@ impl Agent {
         }
     }
 
-    /// The latest `limit` messages (all when `None`), oldest first.
+    /// The latest `limit` messages (all when `None`), oldest first, with only what the session
+    /// reads of them ([`MESSAGES`]).
     pub async fn messages(&self, session: &str, limit: Option<u32>) -> Result<Vec<Value>> {
-        let path = match limit {
-            Some(n) => format!("/session/{session}/message?limit={n}"),
-            None => format!("/session/{session}/message"),
-        };
-        match self.json("GET", &path, None).await? {
+        let path = messages_path(session, limit);
+        match self.json_kept("GET", &path, None, Some(&MESSAGES)).await? {
             Value::Array(messages) => Ok(messages),
             _ => Ok(Vec::new()),
         }
@@ -210,7 +284,7 @@ impl Agent {
     /// The whole conversation as OpenCode returns it, for the transcript.
     pub async fn transcript(&self, session: &str) -> Result<String> {
         let reply = self
-            .request("GET", &format!("/session/{session}/message"), None)
+            .request("GET", &messages_path(session, None), None)
             .await?;
         if reply.status != 200 {
             return Err(Error::internal(format!(
@@ -231,6 +305,13 @@ impl Agent {
         self.request("POST", &format!("/session/{session}/abort"), None)
             .await
             .map(|_| ())
+    }
+}
+
+fn messages_path(session: &str, limit: Option<u32>) -> String {
+    match limit {
+        Some(n) => format!("/session/{session}/message?limit={n}"),
+        None => format!("/session/{session}/message"),
     }
 }
 

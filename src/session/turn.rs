@@ -87,11 +87,10 @@ fn read_far_enough(messages: &[Value], marker: &str, limit: Option<u32>) -> bool
         || prompt_at(messages, MARKER).is_some()
 }
 
-/// What every run's prompt carries (`[handoff:<runId>]`, a worker's approved pass
-/// `[handoff:<runId>:approved]`). A session's runs follow one another, so a prompt of an earlier
-/// run among the messages read, and not this run's, means this run's is not written yet: it is
-/// not further back.
-pub const MARKER: &str = "[handoff:";
+/// What every run's prompt carries. A session's runs follow one another, so a prompt of an
+/// earlier run among the messages read, and not this run's, means this run's is not written
+/// yet: it is not further back.
+pub const MARKER: &str = crate::transcript::PROMPT_MARKER;
 
 /// Reads the messages that follow the prompt carrying `marker`.
 pub fn read_turn(messages: &[Value], marker: &str) -> Turn {

@@ -132,6 +132,16 @@ pub fn script(scenario: &str, step: usize) -> Reply {
             1..=110 => bash("true"),
             _ => Reply::Text("Fixed add.sh in 111 steps.".into()),
         },
+        // Tool calls dense with small values (as a long todo list or a call of many edits is):
+        // fixes add.sh, then runs 40 commands, each with 40,000 numbers beside it.
+        "dense-steps" => match step {
+            0 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh"),
+            1..=40 => Reply::Tool(
+                "bash",
+                json!({"command": "true", "description": "check", "notes": vec![0; 40_000]}),
+            ),
+            _ => Reply::Text("Fixed add.sh in 41 steps.".into()),
+        },
         // Takes a while before its first step, so a page opened meanwhile sees it arrive.
         "page-live" => match step {
             0 => Reply::After(Duration::from_secs(15), Box::new(bash("sh test.sh"))),
@@ -160,6 +170,9 @@ pub fn script(scenario: &str, step: usize) -> Reply {
         _ => Reply::Text(format!("unknown scenario {scenario:?}")),
     }
 }
+
+/// The largest request the scripted provider takes, as the real ones do.
+const MAX_REQUEST_BYTES: usize = 32 * 1024 * 1024;
 
 /// What the LLM saw, for assertions.
 #[derive(Debug, Clone)]
@@ -217,6 +230,9 @@ impl ScriptedLlm {
             .route("/v1/messages", post(messages))
             .route("/v1/chat/completions", post(chat_completions))
             .fallback(stray)
+            // A provider takes large conversations (Anthropic's API up to 32 MB; axum's default
+            // of 2 MB would answer 413, which OpenCode takes for a context overflow).
+            .layer(axum::extract::DefaultBodyLimit::max(MAX_REQUEST_BYTES))
             .with_state(state.clone());
         let port = crate::serve_forever(app);
         ScriptedLlm { port, state }
