@@ -27,7 +27,8 @@ usage: handoff-sandboxd [--listen ADDR] [--root DIR] [--isolation auto|namespace
   --bwrap       absolute path of bubblewrap (default: /usr/bin/bwrap, /usr/local/bin/bwrap)
   --uid-base    first host user id for sandboxes; sandbox n runs as N + n (default 3000000).
                 Two daemons on one host need bases further apart than either's sandboxes
-                (a second daemon with the same base refuses to start)
+                (a second daemon with the same base refuses to start); `port`: 3000000 +
+                1000 x the --listen port, so daemons told apart by port have users apart
   --tools-dir   a host directory of programs (e.g. opencode) shown read-only at
                 /opt/handoff/bin in every sandbox, first on PATH
   --memory-mb, --pids, --cpu-millis   per-sandbox limits (defaults 2048, 1024, 2000)
@@ -75,6 +76,7 @@ fn parse() -> Result<Config, String> {
             .ok()
             .filter(|id| !id.is_empty()),
     };
+    let mut by_port = false;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "--help" || flag == "-h" {
@@ -115,7 +117,9 @@ fn parse() -> Result<Config, String> {
                 }
             }
             "--bwrap" => config.bwrap = Some(PathBuf::from(&value)),
+            "--uid-base" if value == "port" => by_port = true,
             "--uid-base" => {
+                by_port = false;
                 config.uid_base = u32::try_from(number()?)
                     .ok()
                     .filter(|&b| (1000..=4_000_000_000).contains(&b))
@@ -129,6 +133,9 @@ fn parse() -> Result<Config, String> {
             _ => return Err(format!("unknown option {flag}\n\n{USAGE}")),
         }
     }
+    if by_port {
+        config.uid_base = port_uid_base(&config.listen)?;
+    }
     if let Some(id) = config.pinned.as_deref().filter(|id| !sandbox::valid_id(id)) {
         return Err(format!("HANDOFF_SANDBOX_ID {id:?} is not a sandbox id"));
     }
@@ -136,6 +143,19 @@ fn parse() -> Result<Config, String> {
         return Err("SANDBOX_DAEMON_SECRET must be set to at least 32 characters (the Worker holds the same value)".into());
     }
     Ok(config)
+}
+
+/// `--uid-base port`: a base of its own for each port a daemon listens on (one port, one
+/// daemon), clear of the default base's range and under 4,000,000,000 for every port.
+fn port_uid_base(listen: &str) -> Result<u32, String> {
+    let port = listen
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse::<u16>().ok())
+        .ok_or_else(|| {
+            format!("--uid-base port needs --listen to end in a port, got {listen:?}")
+        })?;
+    Ok(3_000_000 + u32::from(port) * 1000)
 }
 
 #[tokio::main]
@@ -300,5 +320,18 @@ async fn shutdown() {
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::port_uid_base;
+
+    #[test]
+    fn each_port_has_a_uid_base_of_its_own_clear_of_the_default_range() {
+        assert_eq!(port_uid_base("127.0.0.1:4000"), Ok(7_000_000));
+        assert_eq!(port_uid_base("[::1]:1"), Ok(3_001_000));
+        assert!(port_uid_base("127.0.0.1:65535").is_ok_and(|b| b < 4_000_000_000));
+        assert!(port_uid_base("127.0.0.1").is_err());
     }
 }

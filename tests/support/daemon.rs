@@ -79,8 +79,10 @@ impl Daemon {
             .arg(format!("127.0.0.1:{}", self.port))
             .arg("--root")
             .arg(self.sandboxes())
-            .arg("--uid-base")
-            .arg(uid_base(self.port).to_string())
+            // Host users of its own for each daemon a test starts (its isolation options may
+            // name others): daemons that run at once must not share them, ports tell them
+            // apart, and a restart keeps its port and so its sandboxes' users.
+            .args(["--uid-base", "port"])
             .args(&self.isolation)
             .args(tools_dir())
             .env("SANDBOX_DAEMON_SECRET", DAEMON_SECRET)
@@ -141,13 +143,6 @@ impl Drop for Daemon {
 
 fn binary() -> PathBuf {
     root().join("target/debug/handoff-sandboxd")
-}
-
-/// Host users of its own for each daemon a test starts (its isolation options may name others):
-/// daemons that run at once must not share them, and ports tell them apart, a restart keeps
-/// its port and so its sandboxes' users, and every base is clear of the default one's range.
-fn uid_base(port: u16) -> u32 {
-    3_000_000 + u32::from(port) * 1000
 }
 
 /// Runs the daemon with `args` (after a listen address, a root and the secret) expecting it to

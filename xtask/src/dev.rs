@@ -101,8 +101,7 @@ fn start_daemon(options: &Options, secrets: &Secrets, servers: &mut Vec<Server>)
         .arg(root().join("node_modules/opencode-linux-x64/bin"))
         // Host users of its own, told apart by port like the tests' daemons: a stack from
         // another checkout (`--port`) would otherwise find them claimed and refuse to start.
-        .arg("--uid-base")
-        .arg((3_000_000 + u32::from(daemon_port) * 1000).to_string())
+        .args(["--uid-base", "port"])
         .env("SANDBOX_DAEMON_SECRET", &secrets.daemon);
     if options.skip_isolation {
         daemon_cmd.arg("--dangerously-skip-isolation");
