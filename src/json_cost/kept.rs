@@ -6,7 +6,7 @@
 //! limit is counted in a first parse that builds nothing, so what is refused never takes the
 //! memory.
 
-use super::{container_bytes, Refused, ALLOC};
+use super::{container_bytes, internal_node, Refused, ALLOC};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::cell::Cell;
@@ -42,9 +42,9 @@ pub(crate) fn counted(text: &[u8], keep: &Keep, max: usize) -> (Result<Value, Re
     pass(text, keep, max, true)
 }
 
-/// The most a byte of text can be reckoned to take once kept: `{"a":0}` is 7 bytes and a map's
-/// node (see [`super::tree_bytes`]).
-const MOST_PER_BYTE: usize = 64;
+/// More than a byte of text can be reckoned to take once kept: the densest is a map of one
+/// entry, `{"":0}` in 6 bytes, with its node, its key's and the array's slots for it.
+const MOST_PER_BYTE: usize = (internal_node() + 2 * ALLOC + 4 * size_of::<Value>()).div_ceil(6) + 1;
 
 /// One parse of `text`, building what `keep` names (`build`) or only counting it.
 fn pass(text: &[u8], keep: &Keep, max: usize, build: bool) -> (Result<Value, Refused>, usize) {

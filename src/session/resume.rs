@@ -80,9 +80,7 @@ impl Driver<'_> {
             .await?;
         Ok(Next::After(config::poll_interval_ms(self.env)))
     }
-}
 
-impl Driver<'_> {
     /// Hands the agent's session (`session`, `fresh`: created just now) a message (`marker`,
     /// `text`) once. The marker is saved before it is sent, so a restart before the agent's
     /// answer was heard finds it saved and looks for the message among the agent's messages (as

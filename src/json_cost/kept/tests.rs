@@ -174,3 +174,20 @@ fn what_is_not_json_is_refused_as_such_however_deep() {
         Err(Refused::Invalid(_))
     ));
 }
+
+#[test]
+fn no_text_is_reckoned_more_than_the_most_per_byte() {
+    const DENSE: Keep = Keep::Array(&Keep::Object(&[("", LEAF), ("a", LEAF)]));
+    for text in [
+        format!("[{}{{\"\":0}}]", "{\"\":0},".repeat(1_000)),
+        format!("[{}{{\"a\":\"\"}}]", "{\"a\":\"\"},".repeat(1_000)),
+        format!("[{}\"\"]", "\"\",".repeat(1_000)),
+        "{\"\":0}".to_string(),
+    ] {
+        let (_, reckoned) = counted(text.as_bytes(), &DENSE, usize::MAX);
+        assert!(
+            reckoned <= text.len() * MOST_PER_BYTE,
+            "{reckoned}: {text:.40}"
+        );
+    }
+}
