@@ -163,6 +163,7 @@ const fn internal_node() -> usize {
 }
 
 pub mod kept;
+pub mod pruned;
 
 #[cfg(test)]
 pub(crate) mod tests;

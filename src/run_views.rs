@@ -56,6 +56,10 @@ pub struct ResultView {
     pub cost_usd: Option<f64>,
     /// Signed link to the full agent transcript (JSON), when one was stored.
     pub transcript_url: Option<String>,
+    /// The transcript is abridged: the whole conversation was over 16 MiB, so tool inputs but
+    /// their commands and paths, tool metadata (file diffs) and attachments were left out.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub transcript_abridged: bool,
     /// Artifacts (`transcript`, `diff`) the storage refused when the run ended: the run's
     /// session keeps them and stores them once it can; they appear here until then.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -241,6 +245,7 @@ impl RunView {
                     .transcript
                     .then(|| web_ui_url.as_deref().map(transcript_url))
                     .flatten(),
+                transcript_abridged: outcome.transcript_abridged,
                 artifacts_pending: outcome.pending,
                 error: run.error.clone().map(|e| ErrorView {
                     code: e.code.as_str().to_string(),

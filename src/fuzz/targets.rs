@@ -456,3 +456,41 @@ fn fuzz_json_kept_of_any_bytes() {
         Ok(())
     });
 }
+
+#[test]
+fn fuzz_json_pruned_is_what_the_kept_parse_keeps() {
+    use crate::json_cost::kept;
+    use crate::json_cost::pruned::tests::prune_in;
+    let skeleton = KEEP_SOME.skeleton();
+    let input = (json(), proptest::collection::vec(any::<usize>(), 0..6));
+    fuzz("json_pruned", input, |(value, cuts)| {
+        let text = value.to_string();
+        let out = prune_in(text.as_bytes(), &skeleton, &cuts, usize::MAX)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let kept = kept::parse(&out, &KEEP_SOME, usize::MAX).ok();
+        prop_assert_eq!(
+            kept,
+            kept::parse(text.as_bytes(), &KEEP_SOME, usize::MAX).ok()
+        );
+        Ok(())
+    });
+}
+
+#[test]
+fn fuzz_json_pruned_of_any_bytes() {
+    use crate::json_cost::kept;
+    use crate::json_cost::pruned::tests::prune_in;
+    let skeleton = KEEP_SOME.skeleton();
+    let input = (bytes(4096), proptest::collection::vec(any::<usize>(), 0..6));
+    fuzz("json_pruned_bytes", input, |(bytes, cuts)| {
+        let out = prune_in(&bytes, &skeleton, &cuts, 1 << 20);
+        // Refused exactly when it is not JSON, and what is kept parses as the whole would.
+        let json = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes);
+        prop_assert_eq!(out.is_ok(), json.is_ok(), "{:?}", out);
+        if let Ok(whole) = kept::parse(&bytes, &KEEP_SOME, 1 << 20) {
+            let out = out.map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(kept::parse(&out, &KEEP_SOME, 1 << 20).ok(), Some(whole));
+        }
+        Ok(())
+    });
+}

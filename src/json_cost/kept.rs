@@ -25,6 +25,23 @@ pub enum Keep {
     Array(&'static Keep),
 }
 
+impl Keep {
+    /// The JSON form of what is kept, for the pruner (`pruned.rs`): `null` for scalars, an object of
+    /// the named keys, an array of the one `Keep` for every element.
+    pub fn skeleton(&self) -> Value {
+        match self {
+            Keep::Scalar => Value::Null,
+            Keep::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .map(|(name, keep)| ((*name).to_string(), keep.skeleton()))
+                    .collect(),
+            ),
+            Keep::Array(each) => Value::Array(vec![each.skeleton()]),
+        }
+    }
+}
+
 /// The parts of `text` that `keep` names, unless holding them would take more than `max` bytes.
 pub fn parse(text: &[u8], keep: &Keep, max: usize) -> Result<Value, Refused> {
     counted(text, keep, max).0

@@ -50,7 +50,8 @@ impl Driver<'_> {
             cost_usd: Some(turn.detail.cost_usd),
             ..RunOutcome::default()
         };
-        if let Some(text) = transcript {
+        if let Some((text, abridged)) = transcript {
+            outcome.transcript_abridged = abridged;
             self.store_artifact(&mut outcome, &run.id, Artifact::Transcript, text)
                 .await;
         }

@@ -18,9 +18,11 @@ pub const PORT: u16 = 4096;
 const REQUEST_TIMEOUT_MS: u64 = 30_000;
 
 /// What the session reads of OpenCode's messages (`turn.rs`, and whether an answer ended): the
-/// rest — tool outputs and metadata, file contents in tool inputs, attachments — is skipped as
-/// the answer is parsed, so a look at a turn of heavy tool calls holds their titles, not their
-/// bytes. (The transcript is stored as OpenCode's text.)
+/// rest — tool outputs and metadata, file contents in tool inputs, attachments — is dropped as
+/// the sandbox's object reads the answer (`json_cost::pruned`, up to 256 MiB of it) and
+/// skipped as what is left is parsed, so a look at a turn of heavy tool calls holds their
+/// titles, not their bytes. (The transcript is stored as OpenCode's text, when it is at most
+/// 16 MiB.)
 pub const MESSAGES: Keep = Keep::Array(&MESSAGE);
 const MESSAGE: Keep = Keep::Object(&[("info", INFO), ("parts", Keep::Array(&PART))]);
 const INFO: Keep = Keep::Object(&[
@@ -134,6 +136,7 @@ impl Agent {
             authorization: Some(format!("Basic {auth}")),
             timeout_ms: Some(timeout_ms),
             watch: None,
+            keep: None,
         }
     }
 
@@ -162,7 +165,11 @@ impl Agent {
         body: Option<Value>,
         keep: Option<&Keep>,
     ) -> Result<Value> {
-        let reply = self.request(method, path, body).await?;
+        // The answer is pruned as the sandbox's object reads it, so what is kept is bounded,
+        // not the whole (a conversation's tool outputs and file contents can be far larger).
+        let mut request = self.port_request(method, path, body, REQUEST_TIMEOUT_MS);
+        request.keep = keep.map(Keep::skeleton);
+        let reply = self.sandbox.call(CallPort { request }).await?;
         if !(200..300).contains(&reply.status) {
             return Err(Error::internal(format!(
                 "the agent answered {method} {path} with HTTP {}: {}",
@@ -281,18 +288,28 @@ impl Agent {
         }
     }
 
-    /// The whole conversation as OpenCode returns it, for the transcript.
-    pub async fn transcript(&self, session: &str) -> Result<String> {
-        let reply = self
-            .request("GET", &messages_path(session, None), None)
-            .await?;
+    /// The whole conversation as OpenCode returns it, for the transcript, and whether it is
+    /// abridged: when the whole is more than one read holds (16 MiB), it is read again pruned to
+    /// [`abridged`]'s parts.
+    pub async fn transcript(&self, session: &str) -> Result<(String, bool)> {
+        let path = messages_path(session, None);
+        let mut whole = true;
+        let reply = match self.request("GET", &path, None).await {
+            Ok(reply) => reply,
+            Err(_) => {
+                let mut request = self.port_request("GET", &path, None, REQUEST_TIMEOUT_MS);
+                request.keep = Some(abridged());
+                whole = false;
+                self.sandbox.call(CallPort { request }).await?
+            }
+        };
         if reply.status != 200 {
             return Err(Error::internal(format!(
                 "transcript: HTTP {}",
                 reply.status
             )));
         }
-        Ok(reply.body)
+        Ok((reply.body, !whole))
     }
 
     pub async fn delete_session(&self, session: &str) -> Result<()> {
@@ -306,6 +323,23 @@ impl Agent {
             .await
             .map(|_| ())
     }
+}
+
+/// What an abridged transcript keeps of each message: what the conversation page shows (texts,
+/// reasoning, tool calls with their titles, statuses, times, outputs and errors) and of tool
+/// inputs the command and the paths. Left out: file contents in inputs (a write's, an edit's),
+/// tool metadata (diffs of whole files), attachments and the file diffs of a message's summary.
+fn abridged() -> Value {
+    let input = json!({"command": null, "description": null, "filePath": null, "path": null,
+        "pattern": null, "url": null});
+    let state = json!({"status": null, "title": null, "output": null, "error": true,
+        "time": true, "input": input});
+    let part = json!({"id": null, "type": null, "text": null, "tool": null, "callID": null,
+        "state": state});
+    let info = json!({"id": null, "sessionID": null, "role": null, "time": true, "tokens": true,
+        "cost": null, "finish": null, "error": true, "modelID": null, "providerID": null,
+        "mode": null, "agent": null, "parentID": null});
+    json!([{"info": info, "parts": [part]}])
 }
 
 fn messages_path(session: &str, limit: Option<u32>) -> String {

@@ -18,6 +18,7 @@ mod desktop;
 mod durability;
 mod eras;
 mod exec_tasks;
+mod heavy_turns;
 mod load;
 mod oauth;
 mod prompts;

@@ -142,6 +142,16 @@ pub fn script(scenario: &str, step: usize) -> Reply {
             ),
             _ => Reply::Text("Fixed add.sh in 41 steps.".into()),
         },
+        // Tool calls heavy with text (as writes of a large generated file are): fixes add.sh,
+        // then runs 5 commands, each with 3.5 MB beside it — 17.5 MB of messages in one turn.
+        "heavy-steps" => match step {
+            0 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh"),
+            1..=5 => Reply::Tool(
+                "bash",
+                json!({"command": "true", "description": "check", "notes": "n".repeat(3_500_000)}),
+            ),
+            _ => Reply::Text("Fixed add.sh in 6 steps.".into()),
+        },
         // Takes a while before its first step, so a page opened meanwhile sees it arrive.
         "page-live" => match step {
             0 => Reply::After(Duration::from_secs(15), Box::new(bash("sh test.sh"))),
@@ -185,6 +195,8 @@ pub struct Recorded {
     pub messages: usize,
     pub api_key: String,
     pub model: String,
+    /// The request's size in bytes.
+    pub bytes: usize,
     /// What the last tool call printed, as the agent sent it back (for failure messages).
     pub tool_output: Option<String>,
     /// How many times the run's prompt (its `[handoff:run_…]` marker) is in the conversation.
@@ -361,6 +373,7 @@ async fn messages(
         );
     }
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let model = (model, body.len());
     let (scenario, step) = record(&state, (system, &messages), api_key, model);
     let reply = match by_count(&state, &scenario, &messages) {
         Some(reply) => reply,
@@ -471,7 +484,7 @@ fn record(
     state: &LlmState,
     (system, messages): (String, &[Value]),
     api_key: String,
-    model: String,
+    (model, bytes): (String, usize),
 ) -> (String, usize) {
     let (scenario, step) = locate(messages);
     let run = run_of(messages);
@@ -493,6 +506,7 @@ fn record(
             messages: messages.len(),
             api_key,
             model,
+            bytes,
             tool_output: last_tool_output(messages),
             last_user: messages
                 .iter()
@@ -537,7 +551,8 @@ async fn chat_completions(
         .map(text_of)
         .collect::<Vec<_>>()
         .join("\n");
-    let (scenario, step) = record(&state, (system, &messages), api_key, model.clone());
+    let sent = (model.clone(), body.len());
+    let (scenario, step) = record(&state, (system, &messages), api_key, sent);
     let reply = match by_count(&state, &scenario, &messages) {
         Some(reply) => reply,
         None => resolve(&scenario, step).await,

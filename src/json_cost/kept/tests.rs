@@ -5,7 +5,7 @@ use serde_json::json;
 
 const LEAF: Keep = Keep::Scalar;
 const INNER: Keep = Keep::Object(&[("a", LEAF), ("list", Keep::Array(&LEAF))]);
-const SPEC: Keep = Keep::Array(&Keep::Object(&[
+pub(crate) const SPEC: Keep = Keep::Array(&Keep::Object(&[
     ("a", LEAF),
     ("inner", INNER),
     ("list", Keep::Array(&INNER)),
@@ -30,7 +30,7 @@ pub(crate) fn pruned(value: &Value, keep: &Keep) -> Value {
     }
 }
 
-fn any_value() -> impl Strategy<Value = Value> {
+pub(crate) fn any_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),

@@ -121,6 +121,11 @@ pub struct PortRequest {
     /// close it; the reply's body stays empty and `seen` says whether the text came.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<port_watch::Watch>,
+    /// A successful answer is JSON to be pruned to this skeleton as it is read
+    /// (`crate::json_cost::pruned`): the answer may then be far larger than what is kept of
+    /// it, which is all the reply's body holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]

@@ -407,13 +407,17 @@ impl Daemon {
         if response.headers().has(handoff_wire::DAEMON_ERROR)? {
             return Err(daemon_error_from(response).await);
         }
-        let (body, seen) = match &req.watch {
-            Some(watch) => (
+        let (body, seen) = match (&req.watch, &req.keep) {
+            (Some(watch), _) => (
                 String::new(),
                 port_watch::read_until(response, watch).await?,
             ),
             // The program's answer: bounded in size, and in time as its start was.
-            None => (port_reply::read(response, req.port, wait).await?, false),
+            (None, Some(skeleton)) if (200..300).contains(&status) => {
+                let pruned = port_reply::read_pruned(response, req.port, wait, skeleton);
+                (pruned.await?, false)
+            }
+            (None, _) => (port_reply::read(response, req.port, wait).await?, false),
         };
         Ok(PortReply { status, body, seen })
     }

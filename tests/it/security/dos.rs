@@ -361,11 +361,36 @@ while True:
 /// An agent that puts a program of its own on OpenCode's port, answering every question of its
 /// session with a huge body: the Worker reads at most 16 MiB of it (it would otherwise read all
 /// there is into the session's sandbox object, whatever its size) and the run fails saying why.
+/// Its messages, read pruned, are this body's 20 MiB string dropped (`[{}]`); the session's
+/// status, read whole, is refused.
 #[tokio::test]
 async fn an_agent_answering_with_a_huge_body_fails_its_run_and_no_more() {
-    // 20 MiB of `0,`.
-    let message = agent_answering("huge-answer", ["", "0,", "10485760", ""]).await;
+    // A string of 20 MiB of `0,`.
+    let message = agent_answering("huge-answer", [r#"[{"x":""#, "0,", "10485760", r#""}]"#]).await;
     assert!(message.contains("answered more than 16 MiB"), "{message}");
+}
+
+/// Messages are read pruned as they stream in (only what is kept is held), so more of them is
+/// read than 16 MiB — but not without end: an answer of 300 MiB, all of it dropped, is refused
+/// at 256 MiB.
+#[tokio::test]
+async fn an_agent_answering_with_an_endless_conversation_fails_its_run_and_no_more() {
+    let unit = "0123456789abcdef";
+    let times = (300 << 20) / unit.len();
+    let body = [r#"[{"x":""#, unit, &times.to_string(), r#""}]"#];
+    let message = agent_answering("endless-answer", body).await;
+    assert!(message.contains("answered more than 256 MiB"), "{message}");
+}
+
+/// What is kept of pruned messages is held to 16 MiB: 20 MiB of numbers where the session
+/// keeps scalars (a message's place) is refused.
+#[tokio::test]
+async fn an_agent_answering_with_more_than_is_kept_fails_its_run_and_no_more() {
+    let message = agent_answering("kept-answer", ["[", "0,", "10485760", "0]"]).await;
+    assert!(
+        message.contains("what handoff reads of the answer on sandbox port 4096 is over 16 MiB"),
+        "{message}"
+    );
 }
 
 /// The same with an answer under 16 MiB made of small values: parsed into a tree, 15 MiB of
