@@ -24,7 +24,14 @@ impl Driver<'_> {
         let messages =
             turn::messages_since(&agent, &session, &current.marker, &turn::TURN_READS).await?;
         let turn = turn::read_turn(&messages, &current.marker);
-        let transcript = agent.transcript(&session).await.ok();
+        let transcript = agent
+            .transcript(&session)
+            .await
+            .inspect_err(|e| {
+                let id = &self.session_id;
+                worker::console_warn!("session {id}: run {}: no transcript: {e}", run.id);
+            })
+            .ok();
         // An agent whose turn ended by itself serves the session's next run.
         let keep = current.worker.is_none() && current.stop.is_none() && turn.error.is_none();
         self.release_agent(&current, keep).await?;

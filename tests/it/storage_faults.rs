@@ -7,7 +7,7 @@
 //! root cannot write through, so the test needs its own stack.
 
 use handoff_tests::mcp::read;
-use handoff_tests::runs::{repo_name, status, terminal};
+use handoff_tests::runs::{page_saying, repo_name, status, terminal};
 use handoff_tests::stack::RunStack;
 use handoff_tests::workers::name;
 use handoff_tests::Mcp;
@@ -78,17 +78,7 @@ async fn a_run_ending_while_the_bucket_fails_keeps_its_artifacts_until_stored(
         "{run:#}"
     );
     assert!(result["transcriptUrl"].is_null(), "{run:#}");
-    let page = read(
-        reqwest::get(run["webUiUrl"].as_str().unwrap())
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert!(
-        page.body.contains("The transcript is not stored yet"),
-        "{}",
-        page.body
-    );
+    page_saying(&run, "The transcript is not stored yet").await;
 
     // The bucket takes writes again: the session stores what it kept.
     drop(frozen);

@@ -24,6 +24,14 @@ pub fn terminal(run: &Value) -> bool {
     matches!(status(run), "completed" | "failed" | "cancelled")
 }
 
+/// The HTML of a run's page (its `webUiUrl`), asserting it holds `text`.
+pub async fn page_saying(run: &Value, text: &str) -> String {
+    let url = run["webUiUrl"].as_str().expect("the run has a page");
+    let page = crate::mcp::read(reqwest::get(url).await.expect("the run page")).await;
+    assert!(page.body.contains(text), "{text:?} not in {}", page.body);
+    page.body
+}
+
 /// The names of a run's phases, oldest first.
 pub fn phases(run: &Value) -> Vec<&str> {
     run["phases"]
