@@ -166,7 +166,8 @@ async fn a_stop_ends_a_process_that_left_for_a_session_of_its_own() {
         &mcp,
         &id,
         "id -u; setsid sh -c 'while :; do date +%s%N > tick; sleep 0.05; done' \
-         > /dev/null 2>&1 < /dev/null & sleep 0.3; test -s tick && echo ticking",
+         > /dev/null 2>&1 < /dev/null & for _ in $(seq 100); do test -s tick && break; \
+         sleep 0.05; done; test -s tick && echo ticking",
     )
     .await;
     let text = stdout(&out);
