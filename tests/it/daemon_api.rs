@@ -161,16 +161,15 @@ async fn background_processes_start_list_log_and_die() {
         .await;
     assert_eq!(started.status, 200, "{}", started.body);
     let id = started.json()["id"].as_u64().unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let logs = settled(&c, &format!("/processes/{id}/logs"), |logs| {
+        logs["stdout"] == "started\n" && logs["stderr"] == "oops\n"
+    })
+    .await;
     let listed = c
         .send(reqwest::Method::GET, "/processes", None)
         .await
         .json();
     assert_eq!(listed["processes"][0]["running"], true);
-    let logs = c
-        .send(reqwest::Method::GET, &format!("/processes/{id}/logs"), None)
-        .await
-        .json();
     assert_eq!(
         (logs["stdout"].as_str(), logs["stderr"].as_str()),
         (Some("started\n"), Some("oops\n"))
@@ -202,7 +201,7 @@ async fn background_processes_start_list_log_and_die() {
         Some(json!({"command": "echo x > kept.txt; exec sleep 60"})),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    settled(&c, "/files?path=kept.txt", |read| read["content"] == "x\n").await;
     let stopped = c.send(reqwest::Method::POST, "/stop", None).await.json();
     assert_eq!(stopped["status"], "stopped");
     assert_eq!(stopped["processes"], 0);
@@ -211,6 +210,19 @@ async fn background_processes_start_list_log_and_die() {
         .await
         .json();
     assert_eq!(kept["content"], "x\n");
+}
+
+/// What the daemon answers on `path` once `done` holds of it, read every 100 ms for up to 10 s
+/// (the last answer when it never does: the caller's assertions then say what was wrong).
+async fn settled(c: &Client, path: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = c.send(reqwest::Method::GET, path, None).await.json();
+        if done(&answer) || tokio::time::Instant::now() >= deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A file of the sandbox's workspace, as the daemon reads it ("" when it is not there).
@@ -276,15 +288,18 @@ async fn a_frozen_process_makes_no_progress_until_thawed_and_dies_cleanly_when_k
     let thawed = c.send(reqwest::Method::POST, &post("thaw"), None).await;
     assert_eq!(thawed.status, 200, "{}", thawed.body);
     assert_eq!(thawed.json()["frozen"], false);
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let after_thaw: u64 = workspace_file(&c, "count.txt")
-        .await
-        .trim()
-        .parse()
-        .unwrap();
+    // The file may be caught between its truncation and its write (frozen or not): "" counts 0.
+    let counted = |text: String| text.trim().parse::<u64>().unwrap_or(0);
+    let before = counted(at_freeze);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut after_thaw = before;
+    while after_thaw <= before && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        after_thaw = counted(workspace_file(&c, "count.txt").await);
+    }
     assert!(
-        after_thaw > at_freeze.trim().parse::<u64>().unwrap(),
-        "a thawed process counts on"
+        after_thaw > before,
+        "a thawed process counts on (still {after_thaw} 10 s after the thaw)"
     );
 
     // Killed while frozen, it is continued so it can act on SIGTERM (not SIGKILLed after 2 s).

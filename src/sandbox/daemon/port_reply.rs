@@ -143,14 +143,6 @@ fn escaped_len(text: &str) -> usize {
             .sum::<usize>()
 }
 
-fn too_large_to_prune(port: u16) -> Error {
-    Error::internal(format!(
-        "the program on sandbox port {port} answered more than {} MiB; handoff reads at most \
-         that",
-        MAX_PRUNED_BYTES / (1024 * 1024)
-    ))
-}
-
 fn not_kept(port: u16, e: Pruned) -> Error {
     Error::internal(match e {
         Pruned::TooLarge { .. } => format!(
@@ -162,10 +154,19 @@ fn not_kept(port: u16, e: Pruned) -> Error {
 }
 
 fn too_large(port: u16) -> Error {
+    over(port, MAX_BYTES as u64)
+}
+
+fn too_large_to_prune(port: u16) -> Error {
+    over(port, MAX_PRUNED_BYTES)
+}
+
+/// The program on `port` answered more than `max` bytes.
+fn over(port: u16, max: u64) -> Error {
     Error::internal(format!(
         "the program on sandbox port {port} answered more than {} MiB; handoff reads at most \
          that",
-        MAX_BYTES / (1024 * 1024)
+        max / (1024 * 1024)
     ))
 }
 
