@@ -9,7 +9,12 @@ use maud::{html, Markup, PreEscaped};
 /// Messages shown at most (the JSON transcript has them all).
 const MAX_MESSAGES: usize = 400;
 
-pub fn body(text: &str, run_id: &str, json_link: &str) -> Markup {
+/// What an abridged transcript leaves out, and why.
+pub const ABRIDGED: &str =
+    "the whole was over 16 MiB, so file contents in tool inputs and tool metadata are left out";
+
+/// The conversation in `text`; `abridged` when the transcript is (see [`ABRIDGED`]).
+pub fn body(text: &str, run_id: &str, json_link: &str, abridged: bool) -> Markup {
     let Some(messages) = transcript::read(text) else {
         return html! { p { "This transcript could not be read. " a href=(json_link) { "The JSON" } " has it all." } };
     };
@@ -24,6 +29,7 @@ pub fn body(text: &str, run_id: &str, json_link: &str) -> Markup {
             @if start.is_some() { " · " a href="#this-run" { "jump to this run" } }
             " · " a href=(json_link) { "JSON" }
         }
+        @if abridged { p.muted { "Abridged: " (ABRIDGED) "." } }
         @for (i, message) in messages[..shown].iter().enumerate() {
             (message_part(message, start == Some(i)))
         }

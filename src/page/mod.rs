@@ -116,10 +116,19 @@ async fn conversation_page(env: &Env, run_id: &str, viewer: &Viewer) -> Result<R
             &html::message("No conversation", "This run has no transcript (yet)."),
         );
     };
+    let get = GetRun {
+        run_id: run_id.to_string(),
+    };
+    let abridged = Ledger::get(env)?
+        .call(get)
+        .await?
+        .outcome
+        .is_some_and(|o| o.transcript_abridged);
     let q = viewer.query();
+    let json_link = format!("/runs/{run_id}/transcript{q}");
     let body = html! {
         p { a href=(format!("/runs/{run_id}{q}")) { "← Back to the run" } }
-        (conversation::body(&text, run_id, &format!("/runs/{run_id}/transcript{q}")))
+        (conversation::body(&text, run_id, &json_link, abridged))
     };
     respond("Conversation", body, false)
 }

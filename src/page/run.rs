@@ -89,7 +89,7 @@ pub async fn body(env: &Env, base: &str, run: &RunRecord, viewer: &Viewer, now: 
             ul {
                 @if outcome.transcript {
                     li { a href=(format!("/runs/{}/conversation{q}", run.id)) { "Conversation" } " — every message and tool call"
-                        @if outcome.transcript_abridged { " (abridged: the whole was over 16 MiB, so file contents in tool inputs and tool metadata are left out)" } }
+                        @if outcome.transcript_abridged { " (abridged: " (super::conversation::ABRIDGED) ")" } }
                     li { a href=(format!("/runs/{}/transcript{q}", run.id)) { "Transcript (JSON)" } }
                 }
                 @for artifact in &outcome.pending {

@@ -1,7 +1,7 @@
 //! Talking to OpenCode (`opencode serve`) inside a session's sandbox, through the daemon's port
 //! requests. Its messages are read into run progress in `turn.rs`.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::json_cost::kept::{self, Keep};
 use crate::json_cost::{self, Refused};
 use crate::sandbox::api::port_watch::Watch;
@@ -290,12 +290,14 @@ impl Agent {
 
     /// The whole conversation as OpenCode returns it, for the transcript, and whether it is
     /// abridged: when the whole is more than one read holds (16 MiB), it is read again pruned to
-    /// [`abridged`]'s parts.
+    /// [`abridged`]'s parts. An agent that cannot be reached (nothing on its port, no answer in
+    /// time) is not asked again.
     pub async fn transcript(&self, session: &str) -> Result<(String, bool)> {
         let path = messages_path(session, None);
         let mut whole = true;
         let reply = match self.request("GET", &path, None).await {
             Ok(reply) => reply,
+            Err(e) if e.kind != ErrorKind::Internal => return Err(e),
             Err(_) => {
                 let mut request = self.port_request("GET", &path, None, REQUEST_TIMEOUT_MS);
                 request.keep = Some(abridged());

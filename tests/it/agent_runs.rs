@@ -2,7 +2,7 @@
 //! the scripted LLM plays the model and the local forge plays GitHub.
 
 use handoff_tests::mcp::read;
-use handoff_tests::runs::{repo_name, status, terminal};
+use handoff_tests::runs::{repo_name, status, terminal, view_saying};
 use handoff_tests::stack::{
     self, RunStack, CANARY_ANTHROPIC_KEY, CANARY_GITHUB_TOKEN, CANARY_OPENAI_KEY, PROXY_SECRET,
 };
@@ -307,6 +307,14 @@ async fn a_session_continues_in_order_in_the_same_sandbox_and_conversation() {
         .filter(|r| r.run.as_deref() == Some(second_id.as_str()))
         .collect();
     assert!(followups[0].messages > 4, "history included: {followups:?}");
+    // The second run's conversation page shows the whole session's, its own turn marked.
+    let page = view_saying(&two, "conversation", "messages in this session").await;
+    let (before, this_run) = page
+        .split_once(r#"id="this-run""#)
+        .expect("this run marked");
+    assert!(before.contains("Fix the test.") && before.contains("sh test.sh"));
+    assert!(this_run.contains("Add follow-up notes.") && this_run.contains("&gt; NOTES.md"));
+    assert!(!this_run.contains("Fix the test."), "{page}");
     assert_eq!(two["result"]["changedFiles"], json!(["NOTES.md"]));
     let branch = format!("handoff/{second_id}");
     assert_eq!(two["result"]["branch"], json!(branch));

@@ -6,7 +6,7 @@
 
 use super::agent_runs::{finished, start};
 use handoff_tests::mcp::read;
-use handoff_tests::runs::{page_saying, repo_name, status};
+use handoff_tests::runs::{page_saying, repo_name, status, view_saying};
 use handoff_tests::stack;
 use handoff_tests::Mcp;
 use serde_json::json;
@@ -72,6 +72,10 @@ async fn a_turn_heavier_than_one_read_and_the_next_run_after_it_both_end() {
     assert!(transcript.body.contains("Fixed add.sh in 6 steps."));
     // The run page says so beside the conversation's link.
     page_saying(&run, "(abridged: the whole was over 16 MiB").await;
+    // And so does the conversation, which shows every step with its command.
+    let conversation =
+        view_saying(&run, "conversation", "Abridged: the whole was over 16 MiB").await;
+    assert_eq!(conversation.matches("<code>bash</code>").count(), 6);
     // The session's next run: its first looks at the latest messages take in the heavy ones.
     let (next_id, _) = start(
         &mcp,

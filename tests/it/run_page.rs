@@ -4,7 +4,7 @@
 
 use handoff_tests::browser::Browser;
 use handoff_tests::mcp::node_script;
-use handoff_tests::runs::{repo_name, terminal};
+use handoff_tests::runs::{repo_name, terminal, view_saying};
 use handoff_tests::stack;
 use handoff_tests::Mcp;
 use serde_json::{json, Value};
@@ -133,6 +133,17 @@ async fn the_run_page_works_on_a_phone() {
         "{out:#}"
     );
     assert_eq!(hostile["elsewhere"], json!([]), "{out:#}");
+    // Its conversation page shows the same answer as text too.
+    let hostile_run = mcp.get_run(&hostile_id).await;
+    let page = view_saying(&hostile_run, "conversation", "&lt;script&gt;window.__pwned").await;
+    for live in [
+        "<script>window",
+        "<img",
+        "src=\"https://tracker",
+        "href=\"javascript",
+    ] {
+        assert!(!page.contains(live), "{live} on the page: {page}");
+    }
 
     // The working run's timeline changed in place.
     let live = &out["live"];

@@ -26,8 +26,20 @@ pub fn terminal(run: &Value) -> bool {
 
 /// The HTML of a run's page (its `webUiUrl`), asserting it holds `text`.
 pub async fn page_saying(run: &Value, text: &str) -> String {
-    let url = run["webUiUrl"].as_str().expect("the run has a page");
-    let page = crate::mcp::read(reqwest::get(url).await.expect("the run page")).await;
+    view_saying(run, "", text).await
+}
+
+/// The HTML of one of a run's pages (`conversation`, …; "" the run page itself) opened with
+/// its signed link, asserting it answers 200 and holds `text`.
+pub async fn view_saying(run: &Value, view: &str, text: &str) -> String {
+    let link = run["webUiUrl"].as_str().expect("the run has a page");
+    let url = match (view, link.split_once('?')) {
+        ("", _) => link.to_string(),
+        (view, Some((page, query))) => format!("{page}/{view}?{query}"),
+        (view, None) => format!("{link}/{view}"),
+    };
+    let page = crate::mcp::read(reqwest::get(&url).await.expect("the run's page")).await;
+    assert_eq!(page.status, 200, "{url}: {}", page.body);
     assert!(page.body.contains(text), "{text:?} not in {}", page.body);
     page.body
 }

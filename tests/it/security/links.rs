@@ -43,7 +43,8 @@ async fn the_link_in_a_pull_request_opens_only_for_the_signed_in_owner() {
     );
 
     // Anyone reading the pull request is sent to sign in, and sees nothing of the run.
-    for path in [link.clone(), format!("{link}/transcript")] {
+    let views = ["", "/transcript", "/conversation", "/diff"];
+    for path in views.map(|view| format!("{link}{view}")) {
         let anonymous = read(oauth::http().get(&path).send().await.unwrap()).await;
         assert_eq!(anonymous.status, 302, "{path}: {}", anonymous.body);
         let location = anonymous.header("location").unwrap();
