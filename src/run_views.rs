@@ -60,6 +60,10 @@ pub struct ResultView {
     /// their commands and paths, tool metadata (file diffs) and attachments were left out.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub transcript_abridged: bool,
+    /// Why the run has no transcript, when the conversation could not be read (even abridged
+    /// it was over 16 MiB, or the agent did not answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript_missing: Option<String>,
     /// Artifacts (`transcript`, `diff`) the storage refused when the run ended: the run's
     /// session keeps them and stores them once it can; they appear here until then.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -246,6 +250,7 @@ impl RunView {
                     .then(|| web_ui_url.as_deref().map(transcript_url))
                     .flatten(),
                 transcript_abridged: outcome.transcript_abridged,
+                transcript_missing: outcome.transcript_missing,
                 artifacts_pending: outcome.pending,
                 error: run.error.clone().map(|e| ErrorView {
                     code: e.code.as_str().to_string(),

@@ -238,6 +238,9 @@ pub struct RunOutcome {
     /// Whether the transcript is abridged (the whole conversation was over 16 MiB).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub transcript_abridged: bool,
+    /// Why no transcript was stored, when the conversation could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_missing: Option<String>,
     /// Whether the change was stored as a unified diff.
     #[serde(default)]
     pub diff: bool,

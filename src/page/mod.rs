@@ -110,20 +110,16 @@ async fn run_page(req: &Request, env: &Env, run_id: &str, viewer: &Viewer) -> Re
 }
 
 async fn conversation_page(env: &Env, run_id: &str, viewer: &Viewer) -> Result<Response> {
-    let Some(text) = stored_text(env, &artifacts::transcript_key(run_id)).await else {
-        return html::respond(
-            404,
-            &html::message("No conversation", "This run has no transcript (yet)."),
-        );
-    };
     let get = GetRun {
         run_id: run_id.to_string(),
     };
-    let abridged = Ledger::get(env)?
-        .call(get)
-        .await?
-        .outcome
-        .is_some_and(|o| o.transcript_abridged);
+    let outcome = Ledger::get(env)?.call(get).await?.outcome;
+    let Some(text) = stored_text(env, &artifacts::transcript_key(run_id)).await else {
+        let why = outcome.and_then(|o| o.transcript_missing);
+        let why = why.unwrap_or_else(|| "This run has no transcript (yet).".to_string());
+        return html::respond(404, &html::message("No conversation", &why));
+    };
+    let abridged = outcome.is_some_and(|o| o.transcript_abridged);
     let q = viewer.query();
     let json_link = format!("/runs/{run_id}/transcript{q}");
     let body = html! {

@@ -92,6 +92,9 @@ pub async fn body(env: &Env, base: &str, run: &RunRecord, viewer: &Viewer, now: 
                         @if outcome.transcript_abridged { " (abridged: " (super::conversation::ABRIDGED) ")" } }
                     li { a href=(format!("/runs/{}/transcript{q}", run.id)) { "Transcript (JSON)" } }
                 }
+                @if let Some(why) = &outcome.transcript_missing {
+                    li { "No conversation: " (why) }
+                }
                 @for artifact in &outcome.pending {
                     li { "The " (artifact.as_str()) " is not stored yet (the storage refused it); it is tried again until it is." }
                 }

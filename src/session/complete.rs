@@ -24,14 +24,11 @@ impl Driver<'_> {
         let messages =
             turn::messages_since(&agent, &session, &current.marker, &turn::TURN_READS).await?;
         let turn = turn::read_turn(&messages, &current.marker);
-        let transcript = agent
-            .transcript(&session)
-            .await
-            .inspect_err(|e| {
-                let id = &self.session_id;
-                worker::console_warn!("session {id}: run {}: no transcript: {e}", run.id);
-            })
-            .ok();
+        let transcript = agent.transcript(&session).await.map_err(|e| {
+            let id = &self.session_id;
+            worker::console_warn!("session {id}: run {}: no transcript: {e}", run.id);
+            format!("the conversation could not be stored: {e}")
+        });
         // An agent whose turn ended by itself serves the session's next run.
         let keep = current.worker.is_none() && current.stop.is_none() && turn.error.is_none();
         self.release_agent(&current, keep).await?;
@@ -57,10 +54,13 @@ impl Driver<'_> {
             cost_usd: Some(turn.detail.cost_usd),
             ..RunOutcome::default()
         };
-        if let Some((text, abridged)) = transcript {
-            outcome.transcript_abridged = abridged;
-            self.store_artifact(&mut outcome, &run.id, Artifact::Transcript, text)
-                .await;
+        match transcript {
+            Ok((text, abridged)) => {
+                outcome.transcript_abridged = abridged;
+                self.store_artifact(&mut outcome, &run.id, Artifact::Transcript, text)
+                    .await;
+            }
+            Err(why) => outcome.transcript_missing = Some(why),
         }
         if let Some(checkout) = &current.checkout {
             self.report(

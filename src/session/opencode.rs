@@ -302,7 +302,10 @@ impl Agent {
                 let mut request = self.port_request("GET", &path, None, REQUEST_TIMEOUT_MS);
                 request.keep = Some(abridged());
                 whole = false;
-                self.sandbox.call(CallPort { request }).await?
+                self.sandbox.call(CallPort { request }).await.map_err(|e| {
+                    let why = format!("it is over 16 MiB, and abridged it could not be read: {e}");
+                    Error::new(e.kind, why)
+                })?
             }
         };
         if reply.status != 200 {

@@ -24,6 +24,17 @@ pub(crate) async fn finished(mcp: &Mcp, run_id: &str) -> Value {
     mcp.wait_run(run_id, RUN_TIMEOUT, terminal).await
 }
 
+/// A run of `task` under `scenario` on a new broken repository named for it, once it
+/// completed (asserted), with its session and repository.
+pub(crate) async fn completed(mcp: &Mcp, scenario: &str, task: &str) -> (Value, String, String) {
+    let repository = stack::shared().broken_repo(&repo_name(scenario));
+    let task = format!("{task} [scenario:{scenario}]");
+    let (run_id, session) = start(mcp, json!({"task": task, "repository": repository})).await;
+    let run = finished(mcp, &run_id).await;
+    assert_eq!(status(&run), "completed", "{run:#}");
+    (run, session, repository)
+}
+
 async fn working(mcp: &Mcp, run_id: &str) -> Value {
     mcp.wait_run(run_id, RUN_TIMEOUT, |r| {
         r["progress"]["phase"] == "working" || terminal(r)
@@ -233,16 +244,8 @@ async fn a_run_fixes_the_failing_test_and_opens_a_pull_request() {
 /// answer at its end.
 #[tokio::test]
 async fn a_turn_longer_than_the_first_read_is_read_whole() {
-    let stack = stack::shared();
-    let mcp = Mcp::connect(&stack.url()).await;
-    let repository = stack.broken_repo(&repo_name("long-turn"));
-    let (run_id, _) = start(
-        &mcp,
-        json!({"task": "Fix the test, then keep checking. [scenario:long-turn]", "repository": repository}),
-    )
-    .await;
-    let run = finished(&mcp, &run_id).await;
-    assert_eq!(status(&run), "completed", "{run:#}");
+    let mcp = Mcp::connect(&stack::shared().url()).await;
+    let (run, ..) = completed(&mcp, "long-turn", "Fix the test, then keep checking.").await;
     assert_eq!(run["progress"]["steps"], 111, "{:#}", run["progress"]);
     let result = &run["result"];
     assert!(

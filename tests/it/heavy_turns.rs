@@ -2,27 +2,20 @@
 //! as they stream in, then keeps only that of them as it parses. A turn dense with small values
 //! (70 MiB as a whole tree) and one heavy with text (17.5 MB, over the 16 MiB one read holds)
 //! are followed to their end, so is the session's next run, whose first looks reach back into
-//! them, and the heavy turn's transcript is stored abridged.
+//! them, and the heavy turn's transcript is stored abridged; one too heavy for even that ends
+//! saying why it has none.
 
-use super::agent_runs::{finished, start};
+use super::agent_runs::{completed, finished, start};
 use handoff_tests::mcp::read;
-use handoff_tests::runs::{page_saying, repo_name, status, view_saying};
+use handoff_tests::runs::{page_saying, status, view_saying};
 use handoff_tests::stack;
 use handoff_tests::Mcp;
 use serde_json::json;
 
 #[tokio::test]
 async fn a_turn_of_dense_tool_calls_is_followed_to_its_end() {
-    let stack = stack::shared();
-    let mcp = Mcp::connect(&stack.url()).await;
-    let repository = stack.broken_repo(&repo_name("dense-steps"));
-    let (run_id, _) = start(
-        &mcp,
-        json!({"task": "Fix the test, then check it. [scenario:dense-steps]", "repository": repository}),
-    )
-    .await;
-    let run = finished(&mcp, &run_id).await;
-    assert_eq!(status(&run), "completed", "{run:#}");
+    let mcp = Mcp::connect(&stack::shared().url()).await;
+    let (run, ..) = completed(&mcp, "dense-steps", "Fix the test, then check it.").await;
     assert_eq!(run["progress"]["steps"], 41, "{:#}", run["progress"]);
     // The numbers are in the agent's messages (OpenCode keeps a tool call's input as sent).
     let url = run["result"]["transcriptUrl"].as_str().unwrap();
@@ -35,14 +28,8 @@ async fn a_turn_of_dense_tool_calls_is_followed_to_its_end() {
 async fn a_turn_heavier_than_one_read_and_the_next_run_after_it_both_end() {
     let stack = stack::shared();
     let mcp = Mcp::connect(&stack.url()).await;
-    let repository = stack.broken_repo(&repo_name("heavy-steps"));
-    let (run_id, session) = start(
-        &mcp,
-        json!({"task": "Fix the test, then check it. [scenario:heavy-steps]", "repository": repository}),
-    )
-    .await;
-    let run = finished(&mcp, &run_id).await;
-    assert_eq!(status(&run), "completed", "{run:#}");
+    let (run, session, repository) =
+        completed(&mcp, "heavy-steps", "Fix the test, then check it.").await;
     assert_eq!(run["progress"]["steps"], 6, "{:#}", run["progress"]);
     assert_eq!(
         run["result"]["summary"], "Fixed add.sh in 6 steps.",
@@ -93,5 +80,38 @@ async fn a_turn_heavier_than_one_read_and_the_next_run_after_it_both_end() {
         last.bytes > 16 << 20,
         "the last model call took {} bytes",
         last.bytes
+    );
+}
+
+#[tokio::test]
+async fn a_conversation_too_heavy_to_store_even_abridged_says_why_it_has_none() {
+    let mcp = Mcp::connect(&stack::shared().url()).await;
+    let (run, ..) = completed(&mcp, "heavy-patterns", "Check it.").await;
+    assert_eq!(run["result"]["summary"], "Checked 5 times.", "{run:#}");
+    assert!(run["result"]["transcriptUrl"].is_null(), "{run:#}");
+    let why = run["result"]["transcriptMissing"]
+        .as_str()
+        .unwrap_or_default();
+    println!("transcriptMissing: {why}");
+    assert!(
+        why.starts_with("the conversation could not be stored: it is over 16 MiB, and abridged")
+            && why.contains("is over 16 MiB"),
+        "{run:#}"
+    );
+    page_saying(
+        &run,
+        "No conversation: the conversation could not be stored",
+    )
+    .await;
+    let link = run["webUiUrl"]
+        .as_str()
+        .unwrap()
+        .replacen('?', "/conversation?", 1);
+    let page = read(reqwest::get(&link).await.unwrap()).await;
+    assert_eq!(page.status, 404, "{}", page.body);
+    assert!(
+        page.body.contains("it is over 16 MiB, and abridged"),
+        "{}",
+        page.body
     );
 }

@@ -152,6 +152,15 @@ pub fn script(scenario: &str, step: usize) -> Reply {
             ),
             _ => Reply::Text("Fixed add.sh in 6 steps.".into()),
         },
+        // The same with the text where an abridged transcript keeps it too (a tool input's
+        // `pattern`): 20 MB, too much to store even abridged.
+        "heavy-patterns" => match step {
+            0..=4 => Reply::Tool(
+                "bash",
+                json!({"command": "true", "description": "check", "pattern": "p".repeat(4_000_000)}),
+            ),
+            _ => Reply::Text("Checked 5 times.".into()),
+        },
         // Takes a while before its first step, so a page opened meanwhile sees it arrive.
         "page-live" => match step {
             0 => Reply::After(Duration::from_secs(15), Box::new(bash("sh test.sh"))),
