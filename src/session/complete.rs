@@ -38,18 +38,14 @@ impl Driver<'_> {
                 .as_ref()
                 .and_then(|_| run.over_budget(now_ms()).map(|e| e.message()))
         });
-        if let (Some(error), None) = (&turn.error, &stop) {
-            let message = format!("the agent's model call failed: {error}");
-            self.fail(&current, RunErrorCode::AgentFailed, message)
-                .await?;
-            return Ok(Next::Now);
-        }
+        // What the turn left is kept whatever happens next: a run that fails from here on
+        // still shows its summary, usage and conversation (and the branch, once pushed).
         let summary = turn
             .last_text
-            .map(|t| opencode::truncate(t.trim(), 8000))
-            .unwrap_or_else(|| "(the agent ended without a summary)".to_string());
+            .as_deref()
+            .map(|t| opencode::truncate(t.trim(), 8000));
         let mut outcome = RunOutcome {
-            summary: Some(summary.clone()),
+            summary: summary.clone(),
             tokens: Some(turn.detail.tokens.clone()),
             cost_usd: Some(turn.detail.cost_usd),
             ..RunOutcome::default()
@@ -62,6 +58,14 @@ impl Driver<'_> {
             }
             Err(why) => outcome.transcript_missing = Some(why),
         }
+        if let (Some(error), None) = (&turn.error, &stop) {
+            let message = format!("the agent's model call failed: {error}");
+            self.fail_with(&current, RunErrorCode::AgentFailed, message, Some(outcome))
+                .await?;
+            return Ok(Next::Now);
+        }
+        let summary = summary.unwrap_or_else(|| "(the agent ended without a summary)".to_string());
+        outcome.summary = Some(summary.clone());
         if let Some(checkout) = &current.checkout {
             self.report(
                 &current,
@@ -100,12 +104,21 @@ impl Driver<'_> {
                     let full = phase == finish::COMMITTING
                         && finish::disk_is_full(&agent.sandbox, &checkout.dir).await;
                     let message = policy::push_failure_message(phase, &error.message, full);
-                    self.fail(&current, RunErrorCode::PushFailed, message)
+                    self.fail_with(&current, RunErrorCode::PushFailed, message, Some(outcome))
                         .await?;
                     return Ok(Next::Now);
                 }
             };
             if let Some(pushed) = pushed {
+                outcome.branch = Some(pushed.branch.clone());
+                outcome.commits = pushed.commits;
+                outcome.changed_files = pushed.changed_files;
+                outcome.diffstat = pushed.diffstat;
+                outcome.left_out = pushed.left_out;
+                if let Some(diff) = pushed.diff {
+                    self.store_artifact(&mut outcome, &run.id, Artifact::Diff, diff)
+                        .await;
+                }
                 // A run stopped early (over its budget, its model silent) keeps its work on the
                 // branch, without a pull request for what was not finished.
                 if stop.is_none() {
@@ -126,19 +139,16 @@ impl Driver<'_> {
                         Err(error) => {
                             let message =
                                 format!("failed while opening the pull request: {}", error.message);
-                            self.fail(&current, RunErrorCode::PrFailed, message).await?;
+                            self.fail_with(
+                                &current,
+                                RunErrorCode::PrFailed,
+                                message,
+                                Some(outcome),
+                            )
+                            .await?;
                             return Ok(Next::Now);
                         }
                     }
-                }
-                outcome.branch = Some(pushed.branch);
-                outcome.commits = pushed.commits;
-                outcome.changed_files = pushed.changed_files;
-                outcome.diffstat = pushed.diffstat;
-                outcome.left_out = pushed.left_out;
-                if let Some(diff) = pushed.diff {
-                    self.store_artifact(&mut outcome, &run.id, Artifact::Diff, diff)
-                        .await;
                 }
             }
         }

@@ -333,9 +333,21 @@ impl Driver<'_> {
         code: RunErrorCode,
         message: String,
     ) -> Result<()> {
+        self.fail_with(current, code, message, None).await
+    }
+
+    /// [`Self::fail`], keeping what the run produced before it failed (its agent's summary and
+    /// usage, the conversation, a pushed branch).
+    pub(super) async fn fail_with(
+        &self,
+        current: &Current,
+        code: RunErrorCode,
+        message: String,
+        outcome: Option<RunOutcome>,
+    ) -> Result<()> {
         self.stop_agent(current).await;
         let error = RunError { code, message };
-        self.transition(&current.run_id, RunStatus::Failed, Some(error), None)
+        self.transition(&current.run_id, RunStatus::Failed, Some(error), outcome)
             .await?;
         store::clear_current(&self.sql)?;
         Ok(())

@@ -327,6 +327,53 @@ async fn a_session_continues_in_order_in_the_same_sandbox_and_conversation() {
         .is_some());
 }
 
+/// A run that fails after its agent's turn keeps what it did: here the forge refuses the pull
+/// request, and the run says why, with its summary, pushed branch and conversation.
+#[tokio::test]
+async fn a_refused_pull_request_fails_the_run_and_keeps_its_work() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let name = repo_name("refused") + handoff_tests::forge::NO_PULLS;
+    let repository = stack.broken_repo(&name);
+    let (run_id, _) = start(
+        &mcp,
+        json!({"task": "Fix the test. [scenario:fix-add]", "repository": repository}),
+    )
+    .await;
+    let run = finished(&mcp, &run_id).await;
+    assert_eq!(status(&run), "failed", "{run:#}");
+    let result = &run["result"];
+    assert_eq!(result["error"]["code"], "pr_failed", "{run:#}");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Resource not accessible by integration")),
+        "{run:#}"
+    );
+    let branch = format!("handoff/{run_id}");
+    assert_eq!(result["branch"], json!(branch), "{run:#}");
+    assert_eq!(result["changedFiles"], json!(["add.sh"]), "{run:#}");
+    assert!(result["summary"]
+        .as_str()
+        .is_some_and(|s| s.contains("Fixed add.sh")));
+    assert!(result["pullRequestUrl"].is_null(), "{run:#}");
+    let transcript = read(
+        reqwest::get(result["transcriptUrl"].as_str().unwrap())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(
+        transcript.body.contains("sh test.sh"),
+        "{}",
+        transcript.body
+    );
+    assert!(stack
+        .forge
+        .file_on_branch("acme", &name, &branch, "add.sh")
+        .is_some());
+}
+
 #[tokio::test]
 async fn a_provider_that_keeps_failing_fails_the_run_with_its_reason() {
     let stack = stack::shared();
@@ -336,6 +383,17 @@ async fn a_provider_that_keeps_failing_fails_the_run_with_its_reason() {
     assert_eq!(status(&run), "failed", "{run:#}");
     let error = &run["result"]["error"];
     assert_eq!(error["code"], "agent_failed");
+    // What the agent's turn left is kept: its usage and its conversation.
+    assert!(run["result"]["tokens"].is_object(), "{run:#}");
+    let url = run["result"]["transcriptUrl"]
+        .as_str()
+        .expect("a transcript");
+    let transcript = read(reqwest::get(url).await.unwrap()).await;
+    assert!(
+        transcript.body.contains("scripted provider failure"),
+        "{}",
+        transcript.body
+    );
     assert!(
         error["message"]
             .as_str()

@@ -315,6 +315,11 @@ async fn a_run_that_fills_its_disk_fails_saying_so_and_its_work_stays() {
         message.starts_with("the sandbox's disk is full"),
         "{message}"
     );
+    // What the agent's turn left is kept with the failure: its usage and conversation (its
+    // last words may be lost to the full disk, where OpenCode keeps its messages).
+    let result = &run["result"];
+    assert!(result["tokens"]["output"].as_u64() > Some(0), "{run:#}");
+    assert!(result["transcriptUrl"].is_string(), "{run:#}");
     // Nothing is lost: the fix is in the session's workspace, and once space is freed the
     // session's next run delivers it.
     let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));

@@ -258,6 +258,9 @@ fn pull_json(p: &Pull) -> Value {
         "head": {"ref": p.head}, "base": {"ref": p.base}, "state": "open"})
 }
 
+/// The end of a repository name whose pull requests the forge refuses (pushes it takes).
+pub const NO_PULLS: &str = "-no-pulls";
+
 async fn pulls(
     State(state): State<Arc<ForgeState>>,
     UrlPath((owner, repo)): UrlPath<(String, String)>,
@@ -294,6 +297,12 @@ async fn pulls(
     }
     if method != Method::POST {
         return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
+    // A repository whose name says so takes pushes but no pull requests, as GitHub answers an
+    // app that may write contents but not pull requests.
+    if repo.ends_with(NO_PULLS) {
+        let refused = json!({"message": "Resource not accessible by integration", "status": "403"});
+        return (StatusCode::FORBIDDEN, Json(refused)).into_response();
     }
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let (Some(title), Some(head), Some(base)) = (
