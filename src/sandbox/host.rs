@@ -132,19 +132,32 @@ impl Host {
 
 /// An error as the daemon would answer it, so the sandbox object reads both alike.
 fn error_response(e: &Error) -> Response {
-    let code = match e.kind {
-        ErrorKind::InvalidInput => ErrorCode::BadRequest,
-        ErrorKind::NotConfigured => ErrorCode::IsolationUnavailable,
-        ErrorKind::Unavailable => ErrorCode::Unavailable,
-        _ => ErrorCode::Internal,
-    };
+    let code = code_of(e.kind);
     crate::http::json(
-        e.http_status(),
+        code.http_status(),
         &ErrorBody {
             code,
             message: e.message.clone(),
         },
     )
+}
+
+/// The daemon's code for an error of `kind`: the sandbox object reads it back as the same kind
+/// (`daemon::kind_of`) where the daemon has one.
+fn code_of(kind: ErrorKind) -> ErrorCode {
+    match kind {
+        ErrorKind::InvalidInput => ErrorCode::BadRequest,
+        ErrorKind::PortClosed => ErrorCode::PortClosed,
+        ErrorKind::NotFound => ErrorCode::NotFound,
+        ErrorKind::Conflict => ErrorCode::Conflict,
+        ErrorKind::NotConfigured => ErrorCode::IsolationUnavailable,
+        ErrorKind::Unavailable => ErrorCode::Unavailable,
+        ErrorKind::Unauthorized
+        | ErrorKind::Forbidden
+        | ErrorKind::McpSessionGone
+        | ErrorKind::RateLimited
+        | ErrorKind::Internal => ErrorCode::Internal,
+    }
 }
 
 /// The container host of `small` sandboxes (instance type in wrangler.toml).
@@ -180,5 +193,35 @@ impl DurableObject for SandboxHostMedium {
 
     async fn fetch(&self, req: Request) -> worker::Result<Response> {
         self.host.fetch(req).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hosts_errors_read_back_as_their_own_kind() {
+        use ErrorKind::*;
+        for kind in [
+            InvalidInput,
+            PortClosed,
+            NotFound,
+            Conflict,
+            NotConfigured,
+            Unavailable,
+        ] {
+            assert_eq!(super::super::daemon::kind_of(code_of(kind)), kind);
+        }
+        // A host's own credentials or limits are not the caller's: they read as internal.
+        for kind in [
+            Unauthorized,
+            Forbidden,
+            McpSessionGone,
+            RateLimited,
+            Internal,
+        ] {
+            assert_eq!(code_of(kind), ErrorCode::Internal);
+        }
     }
 }

@@ -5,7 +5,6 @@
 use super::driver::{Driver, Next};
 use super::finish::{self, Failure};
 use super::git::Remote;
-use super::opencode;
 use super::policy;
 use super::store::{self, Current};
 use super::turn;
@@ -13,7 +12,7 @@ use crate::artifacts::Artifact;
 use crate::config;
 use crate::error::Result;
 use crate::links;
-use crate::runs::{RunError, RunErrorCode, RunOutcome, RunRecord, RunStatus};
+use crate::runs::{RunError, RunErrorCode, RunRecord, RunStatus};
 use crate::time::now_ms;
 use crate::tokens::Service;
 
@@ -24,11 +23,7 @@ impl Driver<'_> {
         let messages =
             turn::messages_since(&agent, &session, &current.marker, &turn::TURN_READS).await?;
         let turn = turn::read_turn(&messages, &current.marker);
-        let transcript = agent.transcript(&session).await.map_err(|e| {
-            let id = &self.session_id;
-            worker::console_warn!("session {id}: run {}: no transcript: {e}", run.id);
-            format!("the conversation could not be stored: {e}")
-        });
+        let transcript = agent.transcript(&session).await;
         // An agent whose turn ended by itself serves the session's next run.
         let keep = current.worker.is_none() && current.stop.is_none() && turn.error.is_none();
         self.release_agent(&current, keep).await?;
@@ -40,24 +35,8 @@ impl Driver<'_> {
         });
         // What the turn left is kept whatever happens next: a run that fails from here on
         // still shows its summary, usage and conversation (and the branch, once pushed).
-        let summary = turn
-            .last_text
-            .as_deref()
-            .map(|t| opencode::truncate(t.trim(), 8000));
-        let mut outcome = RunOutcome {
-            summary: summary.clone(),
-            tokens: Some(turn.detail.tokens.clone()),
-            cost_usd: Some(turn.detail.cost_usd),
-            ..RunOutcome::default()
-        };
-        match transcript {
-            Ok((text, abridged)) => {
-                outcome.transcript_abridged = abridged;
-                self.store_artifact(&mut outcome, &run.id, Artifact::Transcript, text)
-                    .await;
-            }
-            Err(why) => outcome.transcript_missing = Some(why),
-        }
+        let mut outcome = self.turn_outcome(&run.id, &turn, transcript).await;
+        let summary = outcome.summary.clone();
         if let (Some(error), None) = (&turn.error, &stop) {
             let message = format!("the agent's model call failed: {error}");
             self.fail_with(&current, RunErrorCode::AgentFailed, message, Some(outcome))

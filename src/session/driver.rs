@@ -12,7 +12,7 @@ use crate::config::runs as runs_config;
 use crate::error::{Error, Result};
 use crate::ledger::api::{GetRun, Ledger, Progress, Transition, Transitioned};
 use crate::runs::{ProgressDetail, RunError, RunErrorCode, RunOutcome, RunRecord, RunStatus};
-use crate::sandbox::api::{self as sandbox, Ensure, Kill, SandboxClient};
+use crate::sandbox::api::{self as sandbox, Ensure, SandboxClient};
 use crate::time::now_ms;
 use crate::tokens::{self, Service};
 use handoff_wire::ExecRequest;
@@ -110,8 +110,15 @@ impl Driver<'_> {
             })
             .await?;
         if run.status.is_terminal() {
-            // Cancelled or timed out elsewhere: stop the agent and move on.
-            self.stop_agent(&current).await;
+            // Cancelled or timed out elsewhere: stop the agent, keep what its turn did until
+            // then (the ledger fills the ended run's empty outcome with it), and move on.
+            if let Some(outcome) = self.stop_agent(&current, true).await {
+                let kept = self.transition(&current.run_id, run.status, None, Some(outcome));
+                if let Err(e) = kept.await {
+                    let id = &self.session_id;
+                    console_warn!("session {id}: run {}: its turn not kept: {e}", run.id);
+                }
+            }
             store::clear_current(&self.sql)?;
             return Ok(Next::Now);
         }
@@ -325,58 +332,7 @@ impl Driver<'_> {
             current.deadline / 1000,
         )
     }
-
-    /// Ends the run as failed (stopping its agent); terminal states stay as they are.
-    pub(super) async fn fail(
-        &self,
-        current: &Current,
-        code: RunErrorCode,
-        message: String,
-    ) -> Result<()> {
-        self.fail_with(current, code, message, None).await
-    }
-
-    /// [`Self::fail`], keeping what the run produced before it failed (its agent's summary and
-    /// usage, the conversation, a pushed branch).
-    pub(super) async fn fail_with(
-        &self,
-        current: &Current,
-        code: RunErrorCode,
-        message: String,
-        outcome: Option<RunOutcome>,
-    ) -> Result<()> {
-        self.stop_agent(current).await;
-        let error = RunError { code, message };
-        self.transition(&current.run_id, RunStatus::Failed, Some(error), outcome)
-            .await?;
-        store::clear_current(&self.sql)?;
-        Ok(())
-    }
-
-    /// Aborts the agent's turn and stops OpenCode (best effort); a worker run's sandbox goes
-    /// with it.
-    pub async fn stop_agent(&self, current: &Current) {
-        if current.worker.is_some() {
-            self.release_worker(current).await;
-            return;
-        }
-        let Ok(agent) = self.agent(current) else {
-            return;
-        };
-        if let Some(session) = &current.agent_session {
-            let _ = agent.abort(session).await;
-            // Until the aborted turn is written as ended, OpenCode would resume it when it
-            // starts next — and answer the session's next run with this turn's late reply.
-            agent.settle(session, ABORT_SETTLE_MS).await;
-        }
-        if let Some(process) = current.agent_process {
-            let _ = agent.sandbox.call(Kill { id: process }).await;
-        }
-    }
 }
-
-/// How long a stopped agent gets to write its aborted turn down before it is killed.
-const ABORT_SETTLE_MS: i64 = 5_000;
 
 pub(super) fn argv(args: &[&str], cwd: Option<&str>) -> ExecRequest {
     ExecRequest {

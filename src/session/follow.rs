@@ -25,7 +25,8 @@ impl Driver<'_> {
                 "the run took longer than {} (RUN_MAX_DURATION_SECONDS) and was stopped",
                 policy::human(config::max_run_ms(self.env) / 1000)
             );
-            self.fail(&current, RunErrorCode::TimedOut, message).await?;
+            self.fail_keeping_turn(&current, RunErrorCode::TimedOut, message)
+                .await?;
             return Ok(Next::Now);
         }
         if current.retry_at.is_some() {

@@ -37,7 +37,7 @@ impl Driver<'_> {
                 store::save_meta(&self.sql, &meta)
             }
             _ => {
-                self.stop_agent(current).await;
+                self.stop_agent(current, false).await;
                 Ok(())
             }
         }

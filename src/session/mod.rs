@@ -18,6 +18,7 @@ mod policy;
 mod resume;
 mod retry;
 mod spare;
+mod stop;
 mod store;
 mod turn;
 mod worker_run;
@@ -136,9 +137,15 @@ impl SessionHandler for WorkSession {
         store::remove_pending(&sql, &run_id)?;
         let current = store::current(&sql)?.filter(|c| c.run_id == run_id);
         if let Some(current) = current {
-            store::clear_current(&sql)?;
             if let Some(driver) = self.driver()? {
-                driver.stop_agent(&current).await;
+                if current.worker.is_some() {
+                    store::clear_current(&sql)?;
+                    driver.stop_agent(&current, false).await;
+                } else {
+                    // The turn stops now; the next step stops the agent for good and keeps
+                    // what the turn did until then (`Driver::step`).
+                    driver.interrupt(&current).await;
+                }
             }
             self.state.storage().set_alarm(0).await?;
         }

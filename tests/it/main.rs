@@ -32,6 +32,7 @@ mod secrets;
 mod security;
 mod soak;
 mod spare_sessions;
+mod stopped_turns;
 mod storage_faults;
 mod streams;
 mod tasks;

@@ -184,6 +184,12 @@ pub fn script(scenario: &str, step: usize) -> Reply {
             0 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh && dd if=/dev/zero of=fill.bin bs=1M count=2000 2>&1 | tail -1"),
             _ => Reply::Text("Fixed add.sh; the disk filled up while writing fill.bin.".into()),
         },
+        // Runs one command, then its next model call hangs: a run stopped now (cancelled, out
+        // of time) has done something to keep.
+        "checks-then-waits" => match step {
+            0 => bash("echo kept-$((6 * 7))"),
+            _ => Reply::After(Duration::from_secs(300), Box::new(Reply::Text("too late".into()))),
+        },
         "always-500" => Reply::Fail(500),
         "slow" => Reply::After(Duration::from_secs(120), Box::new(Reply::Text("too late".into()))),
         _ => Reply::Text(format!("unknown scenario {scenario:?}")),

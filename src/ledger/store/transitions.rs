@@ -26,7 +26,9 @@ pub fn mark_dispatched(sql: &SqlStorage, run_id: &str, now: i64) -> Result<()> {
 }
 
 /// Moves a run to `to` if its current status allows it; returns the status it ends up in and
-/// whether anything changed. Terminal statuses are final.
+/// whether anything changed. Terminal statuses are final; a run that ended elsewhere
+/// (cancelled, timed out) with no outcome yet takes the one its driver reports late — what its
+/// agent did until then — and keeps its status and error.
 pub fn transition(
     sql: &SqlStorage,
     run_id: &str,
@@ -36,10 +38,16 @@ pub fn transition(
     now: i64,
 ) -> Result<(RunStatus, bool)> {
     let current = get_status(sql, run_id)?;
+    let outcome_json = outcome.map(serde_json::to_string).transpose()?;
     if !current.can_become(to) {
+        if let (true, Some(json)) = (current.is_terminal(), outcome_json) {
+            sql.exec(
+                "UPDATE runs SET outcome = ?, updated_at = ? WHERE id = ? AND outcome IS NULL",
+                vec![json.into(), now.into(), run_id.into()],
+            )?;
+        }
         return Ok((current, false));
     }
-    let outcome_json = outcome.map(serde_json::to_string).transpose()?;
     let (phase, message) = match final_progress(to, outcome, error) {
         Some((phase, message)) => (Some(phase.to_string()), Some(message)),
         None => (None, None),

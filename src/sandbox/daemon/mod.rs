@@ -468,7 +468,12 @@ async fn daemon_error_from(response: Response) -> Error {
         );
         return Error::not_configured(message);
     }
-    let kind = match body.code {
+    Error::new(kind_of(body.code), body.message)
+}
+
+/// The Worker's kind of a daemon error (a refused daemon key is handled before: an operator's).
+pub(super) fn kind_of(code: ErrorCode) -> ErrorKind {
+    match code {
         ErrorCode::BadRequest | ErrorCode::TooLarge => ErrorKind::InvalidInput,
         ErrorCode::PortClosed => ErrorKind::PortClosed,
         ErrorCode::NotFound => ErrorKind::NotFound,
@@ -478,8 +483,7 @@ async fn daemon_error_from(response: Response) -> Error {
         }
         ErrorCode::IsolationUnavailable => ErrorKind::NotConfigured,
         ErrorCode::Internal => ErrorKind::Internal,
-    };
-    Error::new(kind, body.message)
+    }
 }
 
 /// The daemon key of the container that holds `sandbox_id`, derived from the master.

@@ -1,0 +1,70 @@
+//! A run stopped in the middle of its agent's turn — cancelled, or out of time
+//! (`RUN_MAX_DURATION_SECONDS`) — keeps what the agent did until then: its latest words, the
+//! tokens it used and its conversation.
+
+use crate::agent_runs::start;
+use handoff_tests::mcp::read;
+use handoff_tests::runs::{status, terminal};
+use handoff_tests::stack::{self, RunStack};
+use handoff_tests::Mcp;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Runs `echo kept-$((6 * 7))`, then waits on a model call that does not come back.
+const TASK: &str = "Check, then wait. [scenario:checks-then-waits]";
+
+/// The run's result holds the turn so far: usage, and a conversation with the command's output.
+async fn assert_turn_kept(run: &Value) {
+    let result = &run["result"];
+    let tokens = &result["tokens"];
+    let used = tokens["input"].as_u64().unwrap_or(0) + tokens["output"].as_u64().unwrap_or(0);
+    assert!(used > 0, "no tokens kept: {run:#}");
+    let url = result["transcriptUrl"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no transcript: {run:#}"));
+    let transcript = read(reqwest::get(url).await.unwrap()).await;
+    assert_eq!(transcript.status, 200, "{}", transcript.body);
+    assert!(
+        transcript.body.contains("kept-42"),
+        "the command's output is not in the conversation"
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_run_keeps_what_its_agent_did_until_then() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let (run_id, _) = start(&mcp, json!({"task": TASK})).await;
+    let busy = mcp
+        .wait_run(&run_id, Duration::from_secs(120), |r| {
+            r["progress"]["steps"].as_u64().is_some_and(|s| s >= 1) || terminal(r)
+        })
+        .await;
+    assert_eq!(status(&busy), "running", "{busy:#}");
+    let cancelled = mcp
+        .call_ok("opencode_cancel_run", json!({"runId": run_id}))
+        .await;
+    assert_eq!(cancelled["cancelled"], true);
+    // The cancel answers at once; the agent is stopped and its turn kept just after.
+    let run = mcp
+        .wait_run(&run_id, Duration::from_secs(60), |r| {
+            !r["result"]["transcriptUrl"].is_null()
+        })
+        .await;
+    assert_eq!(status(&run), "cancelled", "{run:#}");
+    assert_eq!(run["result"]["error"]["code"], "cancelled", "{run:#}");
+    assert_turn_kept(&run).await;
+}
+
+#[tokio::test]
+async fn a_run_out_of_time_keeps_what_its_agent_did_until_then() {
+    let stack = RunStack::start(&[("RUN_MAX_DURATION_SECONDS", "20")]);
+    let mcp = Mcp::connect(&stack.url()).await;
+    let (run_id, _) = start(&mcp, json!({"task": TASK})).await;
+    let run = mcp
+        .wait_run(&run_id, Duration::from_secs(90), terminal)
+        .await;
+    assert_eq!(status(&run), "failed", "{run:#}");
+    assert_eq!(run["result"]["error"]["code"], "timed_out", "{run:#}");
+    assert_turn_kept(&run).await;
+}
