@@ -19,6 +19,7 @@ mod durability;
 mod eras;
 mod exec_tasks;
 mod heavy_turns;
+mod leftovers;
 mod load;
 mod oauth;
 mod prompts;

@@ -42,6 +42,7 @@ impl Browser {
             .process_group(0)
             .spawn()
             .expect("start chromium (cargo xtask setup installs it)");
+        crate::reaper::guard(child.id() as i32, &dir);
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

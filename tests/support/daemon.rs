@@ -93,6 +93,7 @@ impl Daemon {
             .process_group(0)
             .spawn()
             .expect("start handoff-sandboxd");
+        crate::reaper::guard(child.id() as i32, &self.dir);
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
@@ -125,6 +126,7 @@ impl Daemon {
             // SAFETY: the process group this support code created.
             unsafe { libc::killpg(child.id() as i32, libc::SIGKILL) };
             let _ = child.wait();
+            crate::reaper::release(child.id() as i32);
         }
     }
 

@@ -16,6 +16,7 @@ pub mod load;
 pub mod mcp;
 pub mod oauth;
 pub mod procs;
+pub mod reaper;
 pub mod relay;
 pub mod runs;
 pub mod secrets;

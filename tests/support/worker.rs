@@ -208,6 +208,7 @@ impl Worker {
             .stderr(log)
             .process_group(0);
         let child = cmd.spawn().expect("start wrangler dev");
+        crate::reaper::guard(child.id() as i32, &self.dir);
         self.child = Some(child);
         self.wait_healthy()
     }
@@ -416,7 +417,12 @@ pub fn end_group_of(child: &mut Child) {
 /// SIGTERM to the group, up to 5 s for all of it to end, then SIGKILL. `reap` reaps the leader
 /// as it ends: a zombie leader keeps its group alive, so unreaped every stop would take the
 /// whole 5 s and end in SIGKILL.
-fn end_group(pgid: i32, mut reap: impl FnMut()) {
+fn end_group(pgid: i32, reap: impl FnMut()) {
+    signal_group_to_end(pgid, reap);
+    crate::reaper::release(pgid);
+}
+
+fn signal_group_to_end(pgid: i32, mut reap: impl FnMut()) {
     // SAFETY: sends signals to the process group this support code created.
     unsafe {
         libc::killpg(pgid, libc::SIGTERM);
