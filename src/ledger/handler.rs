@@ -217,6 +217,7 @@ impl LedgerHandler for Call<'_> {
             store::transition(sql, run_id, RunStatus::Cancelled, Some(&error), None, now)?;
         self.moved(run_id)?;
         if changed {
+            super::await_report(sql, &before, now)?;
             self.ledger.notify_session_of_end(&before).await;
             self.ledger.reschedule().await?;
         }
@@ -236,7 +237,8 @@ impl LedgerHandler for Call<'_> {
             self.now,
         )?;
         self.moved(&op.run_id)?;
-        if applied {
+        // A late report of an ended run releases its held callback.
+        if applied || op.outcome.is_some() {
             self.ledger.reschedule().await?;
         }
         Ok(Transitioned { status, applied })

@@ -210,6 +210,7 @@ impl RunLedger {
             let (_, applied) =
                 store::transition(&sql, &run.id, RunStatus::Failed, Some(&error), None, now)?;
             if applied {
+                await_report(&sql, &run, now)?;
                 self.moved(&sql, &run.id)?;
                 self.notify_session_of_end(&run).await;
             }
@@ -251,6 +252,20 @@ impl RunLedger {
         }
         Ok(())
     }
+}
+
+/// How long the callback of a run that ended elsewhere waits for its driver's report.
+const REPORT_GRACE_MS: i64 = 30_000;
+
+/// A coding run its session was working on when it ended elsewhere (`before`: as it was) gets
+/// a report of what its agent did once the agent is stopped: its callback waits for that, at
+/// most `REPORT_GRACE_MS`.
+fn await_report(sql: &SqlStorage, before: &RunRecord, now: i64) -> Result<()> {
+    if before.worker.is_none() && matches!(before.status, RunStatus::Starting | RunStatus::Running)
+    {
+        store::hold_delivery(sql, &before.id, now + REPORT_GRACE_MS)?;
+    }
+    Ok(())
 }
 
 fn find_run(sql: &SqlStorage, run_id: &str) -> Result<RunRecord> {

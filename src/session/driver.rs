@@ -112,8 +112,12 @@ impl Driver<'_> {
         if run.status.is_terminal() {
             // Cancelled or timed out elsewhere: stop the agent, keep what its turn did until
             // then (the ledger fills the ended run's empty outcome with it), and move on.
-            if let Some(outcome) = self.stop_agent(&current, true).await {
-                let kept = self.transition(&current.run_id, run.status, None, Some(outcome));
+            // A coding run always reports (an empty outcome when the turn left nothing): its
+            // callback waits for the report.
+            let outcome = self.stop_agent(&current, true).await;
+            if current.worker.is_none() {
+                let outcome = Some(outcome.unwrap_or_default());
+                let kept = self.transition(&current.run_id, run.status, None, outcome);
                 if let Err(e) = kept.await {
                     let id = &self.session_id;
                     console_warn!("session {id}: run {}: its turn not kept: {e}", run.id);

@@ -3,6 +3,7 @@
 //! tokens it used and its conversation.
 
 use crate::agent_runs::start;
+use handoff_tests::callbacks::Receiver;
 use handoff_tests::mcp::read;
 use handoff_tests::runs::{status, terminal};
 use handoff_tests::stack::{self, RunStack};
@@ -34,7 +35,12 @@ async fn assert_turn_kept(run: &Value) {
 async fn a_cancelled_run_keeps_what_its_agent_did_until_then() {
     let stack = stack::shared();
     let mcp = Mcp::connect(&stack.url()).await;
-    let (run_id, _) = start(&mcp, json!({"task": TASK})).await;
+    let receiver = Receiver::start(&[]);
+    let (run_id, _) = start(
+        &mcp,
+        json!({"task": TASK, "callbackUrl": receiver.url("/cancelled")}),
+    )
+    .await;
     let busy = mcp
         .wait_run(&run_id, Duration::from_secs(120), |r| {
             r["progress"]["steps"].as_u64().is_some_and(|s| s >= 1) || terminal(r)
@@ -54,6 +60,15 @@ async fn a_cancelled_run_keeps_what_its_agent_did_until_then() {
     assert_eq!(status(&run), "cancelled", "{run:#}");
     assert_eq!(run["result"]["error"]["code"], "cancelled", "{run:#}");
     assert_turn_kept(&run).await;
+
+    // The callback waited for the turn: its one POST carries it.
+    let got = receiver
+        .wait_for("/cancelled", 1, Duration::from_secs(60))
+        .await;
+    assert_eq!(got.len(), 1, "{got:#?}");
+    let posted = &got[0].json()["run"];
+    assert_eq!(status(posted), "cancelled", "{posted:#}");
+    assert_turn_kept(posted).await;
 }
 
 #[tokio::test]

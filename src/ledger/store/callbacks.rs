@@ -50,6 +50,28 @@ pub(super) fn open_delivery(sql: &SqlStorage, run_id: &str, now: i64) -> Result<
     Ok(())
 }
 
+/// Holds the unattempted delivery of a run that ended elsewhere (cancelled, timed out by the
+/// watchdog) until `until`: its driver is stopping the agent and reports what the run did
+/// (`release_delivery`), which the callback should carry.
+pub fn hold_delivery(sql: &SqlStorage, run_id: &str, until: i64) -> Result<()> {
+    sql.exec(
+        "UPDATE callbacks SET next_at = ? \
+         WHERE run_id = ? AND state = 'pending' AND attempt_count = 0",
+        vec![until.into(), run_id.into()],
+    )?;
+    Ok(())
+}
+
+/// A held delivery is due now (the run's late report arrived).
+pub(super) fn release_delivery(sql: &SqlStorage, run_id: &str, now: i64) -> Result<()> {
+    sql.exec(
+        "UPDATE callbacks SET next_at = ? \
+         WHERE run_id = ? AND state = 'pending' AND attempt_count = 0 AND next_at > ?",
+        vec![now.into(), run_id.into(), now.into()],
+    )?;
+    Ok(())
+}
+
 /// A run's delivery, if it has one.
 pub fn delivery_of(sql: &SqlStorage, run_id: &str) -> Result<Option<Delivery>> {
     let query = format!("SELECT {DELIVERY_COLUMNS} FROM callbacks WHERE run_id = ?");

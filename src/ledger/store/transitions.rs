@@ -45,6 +45,7 @@ pub fn transition(
                 "UPDATE runs SET outcome = ?, updated_at = ? WHERE id = ? AND outcome IS NULL",
                 vec![json.into(), now.into(), run_id.into()],
             )?;
+            release_delivery(sql, run_id, now)?;
         }
         return Ok((current, false));
     }
