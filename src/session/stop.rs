@@ -10,17 +10,23 @@ use crate::artifacts::Artifact;
 use crate::error::Result;
 use crate::runs::{RunError, RunErrorCode, RunOutcome, RunStatus};
 use crate::sandbox::api::Kill;
-use worker::console_warn;
+use futures::future::select;
+use std::time::Duration;
+use worker::{console_warn, Delay};
 
 /// How long a stopped agent gets to write its aborted turn down before it is killed.
 const ABORT_SETTLE_MS: i64 = 5_000;
+/// How long a cancel waits for the agent to take its abort.
+const INTERRUPT_WAIT: Duration = Duration::from_secs(3);
 
 impl Driver<'_> {
     /// Aborts the agent's turn at once (the run was cancelled): the session's next step stops
-    /// the agent for good and keeps what the turn did (`Driver::step`).
+    /// the agent for good and keeps what the turn did (`Driver::step`). A cancel waits for an
+    /// agent that does not answer only `INTERRUPT_WAIT` (the step kills it anyway).
     pub async fn interrupt(&self, current: &Current) {
         if let (Ok(agent), Some(session)) = (self.agent(current), &current.agent_session) {
-            let _ = agent.abort(session).await;
+            let abort = agent.abort(session);
+            let _ = select(Box::pin(abort), Delay::from(INTERRUPT_WAIT)).await;
         }
     }
 
@@ -42,13 +48,15 @@ impl Driver<'_> {
         }
         let agent = self.agent(current).ok()?;
         let mut kept = None;
-        if let Some(session) = &current.agent_session {
-            let _ = agent.abort(session).await;
-            // Until the aborted turn is written as ended, OpenCode would resume it when it
-            // starts next — and answer the session's next run with this turn's late reply.
-            agent.settle(session, ABORT_SETTLE_MS).await;
-            if keep_turn {
-                kept = self.kept_turn(current, &agent, session).await;
+        // An agent that does not take the abort (gone, or hung) is not asked anything more.
+        if let Some(session) = current.agent_session.as_deref() {
+            if agent.abort(session).await.is_ok() {
+                // Until the aborted turn is written as ended, OpenCode would resume it when it
+                // starts next — and answer the session's next run with this turn's late reply.
+                agent.settle(session, ABORT_SETTLE_MS).await;
+                if keep_turn {
+                    kept = self.kept_turn(current, &agent, session).await;
+                }
             }
         }
         if let Some(process) = current.agent_process {

@@ -9,7 +9,7 @@ use handoff_tests::runs::{status, terminal};
 use handoff_tests::stack::{self, RunStack};
 use handoff_tests::Mcp;
 use serde_json::{json, Value};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Runs `echo kept-$((6 * 7))`, then waits on a model call that does not come back.
 const TASK: &str = "Check, then wait. [scenario:checks-then-waits]";
@@ -31,6 +31,17 @@ async fn assert_turn_kept(run: &Value) {
     );
 }
 
+/// The run once its agent ran its command (and waits on the model).
+async fn busy(mcp: &Mcp, run_id: &str) -> Value {
+    let run = mcp
+        .wait_run(run_id, Duration::from_secs(120), |r| {
+            r["progress"]["steps"].as_u64().is_some_and(|s| s >= 1) || terminal(r)
+        })
+        .await;
+    assert_eq!(status(&run), "running", "{run:#}");
+    run
+}
+
 #[tokio::test]
 async fn a_cancelled_run_keeps_what_its_agent_did_until_then() {
     let stack = stack::shared();
@@ -41,12 +52,7 @@ async fn a_cancelled_run_keeps_what_its_agent_did_until_then() {
         json!({"task": TASK, "callbackUrl": receiver.url("/cancelled")}),
     )
     .await;
-    let busy = mcp
-        .wait_run(&run_id, Duration::from_secs(120), |r| {
-            r["progress"]["steps"].as_u64().is_some_and(|s| s >= 1) || terminal(r)
-        })
-        .await;
-    assert_eq!(status(&busy), "running", "{busy:#}");
+    busy(&mcp, &run_id).await;
     let cancelled = mcp
         .call_ok("opencode_cancel_run", json!({"runId": run_id}))
         .await;
@@ -82,4 +88,41 @@ async fn a_run_out_of_time_keeps_what_its_agent_did_until_then() {
     assert_eq!(status(&run), "failed", "{run:#}");
     assert_eq!(run["result"]["error"]["code"], "timed_out", "{run:#}");
     assert_turn_kept(&run).await;
+}
+
+#[tokio::test]
+async fn a_cancel_answers_at_once_when_the_agent_hangs_and_the_agent_is_stopped_all_the_same() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let (run_id, session) = start(&mcp, json!({"task": TASK})).await;
+    busy(&mcp, &run_id).await;
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    let exec = |command: &str| json!({"sandboxId": sandbox, "command": command});
+    // Stopped, the agent takes connections and answers none: every ask of it times out.
+    let hung = mcp
+        .call_ok("sandbox_exec", exec("pkill -STOP -f '^opencode serve'"))
+        .await;
+    assert_eq!(hung["exitCode"], 0, "{hung:#}");
+
+    let asked = Instant::now();
+    let cancelled = mcp
+        .call_ok("opencode_cancel_run", json!({"runId": run_id}))
+        .await;
+    let took = asked.elapsed();
+    assert_eq!(cancelled["cancelled"], true, "{cancelled:#}");
+    assert!(took < Duration::from_secs(15), "the cancel waited {took:?}");
+
+    // The session then kills it (after one unanswered abort): nothing of it runs on.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let count = "ps -eo args | grep -c '^opencode serve' || true";
+    let agents = loop {
+        let ps = mcp.call_ok("sandbox_exec", exec(count)).await;
+        let agents = ps["stdout"].as_str().unwrap_or_default().trim().to_string();
+        if agents == "0" || Instant::now() > deadline {
+            break agents;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(agents, "0", "the hung agent was not stopped");
+    assert_eq!(status(&mcp.get_run(&run_id).await), "cancelled");
 }
