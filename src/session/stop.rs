@@ -145,9 +145,9 @@ impl Driver<'_> {
         code: RunErrorCode,
         message: String,
     ) -> Result<()> {
-        // The second stop (in `fail_with`) finds the agent gone: each of its asks fails at once.
         let outcome = self.stop_agent(current, true).await;
-        self.fail_with(current, code, message, outcome).await
+        self.end_failed(current, RunError { code, message }, outcome)
+            .await
     }
 
     /// [`Self::fail`], keeping what the run produced before it failed (its agent's summary and
@@ -160,7 +160,17 @@ impl Driver<'_> {
         outcome: Option<RunOutcome>,
     ) -> Result<()> {
         self.stop_agent(current, false).await;
-        let error = RunError { code, message };
+        self.end_failed(current, RunError { code, message }, outcome)
+            .await
+    }
+
+    /// Reports the run failed (its agent stopped already) and moves on.
+    async fn end_failed(
+        &self,
+        current: &Current,
+        error: RunError,
+        outcome: Option<RunOutcome>,
+    ) -> Result<()> {
         self.transition(&current.run_id, RunStatus::Failed, Some(error), outcome)
             .await?;
         store::clear_current(&self.sql)

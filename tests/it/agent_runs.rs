@@ -2,7 +2,7 @@
 //! the scripted LLM plays the model and the local forge plays GitHub.
 
 use handoff_tests::mcp::read;
-use handoff_tests::runs::{repo_name, status, terminal, view_saying};
+use handoff_tests::runs::{agents_left, repo_name, status, terminal, view_saying};
 use handoff_tests::stack::{
     self, RunStack, CANARY_ANTHROPIC_KEY, CANARY_GITHUB_TOKEN, CANARY_OPENAI_KEY, PROXY_SECRET,
 };
@@ -484,18 +484,7 @@ async fn cancelling_a_working_run_stops_the_agent() {
         .call_ok("opencode_cancel_run", json!({"runId": run_id}))
         .await;
     assert_eq!(cancelled["cancelled"], true);
-    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
-    let mut agents = String::new();
-    for _ in 0..40 {
-        let ps = mcp
-            .call_ok("sandbox_exec", json!({"sandboxId": sandbox, "command": "ps -eo args | grep -c '^opencode serve' || true"}))
-            .await;
-        agents = ps["stdout"].as_str().unwrap().trim().to_string();
-        if agents == "0" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let agents = agents_left(&mcp, &session, Duration::from_secs(10)).await;
     assert_eq!(agents, "0", "OpenCode was stopped");
     assert_eq!(status(&mcp.get_run(&run_id).await), "cancelled");
 }

@@ -5,7 +5,7 @@
 use crate::agent_runs::start;
 use handoff_tests::callbacks::Receiver;
 use handoff_tests::mcp::read;
-use handoff_tests::runs::{status, terminal};
+use handoff_tests::runs::{agents_left, status, terminal};
 use handoff_tests::stack::{self, RunStack};
 use handoff_tests::Mcp;
 use serde_json::{json, Value};
@@ -97,11 +97,9 @@ async fn a_cancel_answers_at_once_when_the_agent_hangs_and_the_agent_is_stopped_
     let (run_id, session) = start(&mcp, json!({"task": TASK})).await;
     busy(&mcp, &run_id).await;
     let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
-    let exec = |command: &str| json!({"sandboxId": sandbox, "command": command});
     // Stopped, the agent takes connections and answers none: every ask of it times out.
-    let hung = mcp
-        .call_ok("sandbox_exec", exec("pkill -STOP -f '^opencode serve'"))
-        .await;
+    let freeze = json!({"sandboxId": sandbox, "command": "pkill -STOP -f '^opencode serve'"});
+    let hung = mcp.call_ok("sandbox_exec", freeze).await;
     assert_eq!(hung["exitCode"], 0, "{hung:#}");
 
     let asked = Instant::now();
@@ -113,16 +111,7 @@ async fn a_cancel_answers_at_once_when_the_agent_hangs_and_the_agent_is_stopped_
     assert!(took < Duration::from_secs(15), "the cancel waited {took:?}");
 
     // The session then kills it (after one unanswered abort): nothing of it runs on.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let count = "ps -eo args | grep -c '^opencode serve' || true";
-    let agents = loop {
-        let ps = mcp.call_ok("sandbox_exec", exec(count)).await;
-        let agents = ps["stdout"].as_str().unwrap_or_default().trim().to_string();
-        if agents == "0" || Instant::now() > deadline {
-            break agents;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let agents = agents_left(&mcp, &session, Duration::from_secs(120)).await;
     assert_eq!(agents, "0", "the hung agent was not stopped");
     assert_eq!(status(&mcp.get_run(&run_id).await), "cancelled");
 }

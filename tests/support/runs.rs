@@ -107,3 +107,24 @@ pub async fn process_state(mcp: &Mcp, sandbox: &str, pid: &str) -> String {
         .trim()
         .to_string()
 }
+
+/// How many OpenCode servers run in a session's sandbox once none is left, or when `wait` has
+/// passed (as `ps` counts them).
+pub async fn agents_left(mcp: &Mcp, session: &str, wait: std::time::Duration) -> String {
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    let count = "ps -eo args | grep -c '^opencode serve' || true";
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let ps = mcp
+            .call_ok(
+                "sandbox_exec",
+                json!({"sandboxId": sandbox, "command": count}),
+            )
+            .await;
+        let agents = ps["stdout"].as_str().unwrap_or_default().trim().to_string();
+        if agents == "0" || std::time::Instant::now() > deadline {
+            return agents;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}

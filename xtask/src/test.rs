@@ -60,6 +60,11 @@ pub fn run(args: &[String]) -> Result {
             "--bins",
         ]),
     )?;
+    // The test support's own unit tests (the scripted model, the forge, the reaper's protocol).
+    step(
+        "test-support unit tests",
+        cargo().args(["test", "-p", "handoff-tests", "--lib"]),
+    )?;
     python::ensure()?;
     let mut integration = cargo();
     integration
