@@ -93,6 +93,19 @@ pub fn agent_keep_ms(env: &Env) -> i64 {
         * 1000
 }
 
+/// How long before a coding run's deadline (`RUN_MAX_DURATION_SECONDS`) its agent is stopped so
+/// that its work so far can still be committed and pushed: a tenth of the run's longest time,
+/// at most five minutes.
+pub fn finish_reserve_ms(max_run_ms: i64) -> i64 {
+    (max_run_ms / 10).min(FINISH_RESERVE_MAX_MS)
+}
+
+const FINISH_RESERVE_MAX_MS: i64 = 5 * 60_000;
+
+/// How long the git token handoff's own push uses stays valid at the least: a run that stops
+/// its agent close to its deadline still pushes (the proxy refuses it once the run has ended).
+pub const PUSH_WINDOW_MS: i64 = 2 * 60_000;
+
 /// Whether new sessions are prepared ahead (see [`SPARE_SESSIONS`]); never when agents are not
 /// kept.
 pub fn spare_sessions(env: &Env) -> bool {

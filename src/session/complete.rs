@@ -10,11 +10,12 @@ use super::store::{self, Current};
 use super::turn;
 use crate::artifacts::Artifact;
 use crate::config;
+use crate::config::runs as runs_config;
 use crate::error::Result;
 use crate::links;
 use crate::runs::{RunError, RunErrorCode, RunRecord, RunStatus};
 use crate::time::now_ms;
-use crate::tokens::Service;
+use crate::tokens::{self, Service};
 
 impl Driver<'_> {
     pub(super) async fn finish(&self, current: Current, run: &RunRecord) -> Result<Next> {
@@ -53,10 +54,13 @@ impl Driver<'_> {
                 Some(turn.detail.clone()),
             )
             .await?;
-            let git_token = self.token(
-                &current,
+            // Valid a little past the deadline, so a run stopped near it still pushes.
+            let git_token = tokens::mint(
+                self.env,
                 Service::Git,
+                &current.run_id,
                 Some(&format!("{}/{}", checkout.owner, checkout.name)),
+                current.deadline.max(now_ms() + runs_config::PUSH_WINDOW_MS) / 1000,
             )?;
             let remote = Remote::new(
                 &self.worker_url(run)?,

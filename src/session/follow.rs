@@ -19,14 +19,31 @@ impl Driver<'_> {
     pub(super) async fn follow(&self, mut current: Current, run: &RunRecord) -> Result<Next> {
         let agent = self.agent(&current)?;
         let session = current.agent_session.clone().unwrap_or_default();
-        if now_ms() > current.deadline {
+        let max_run_ms = config::max_run_ms(self.env);
+        let now = now_ms();
+        if now > current.deadline {
             let _ = agent.abort(&session).await;
             let message = format!(
                 "the run took longer than {} (RUN_MAX_DURATION_SECONDS) and was stopped",
-                policy::human(config::max_run_ms(self.env) / 1000)
+                policy::human(max_run_ms / 1000)
             );
             self.fail_keeping_turn(&current, RunErrorCode::TimedOut, message)
                 .await?;
+            return Ok(Next::Now);
+        }
+        // A coding run near its deadline stops its agent while its git token is still good:
+        // its work so far is pushed to its branch (`finish`), as a run over its budget's is.
+        if current.worker.is_none()
+            && now > current.deadline - runs_config::finish_reserve_ms(max_run_ms)
+        {
+            let _ = agent.abort(&session).await;
+            current.stop = Some(policy::out_of_time_message(
+                max_run_ms,
+                current.checkout.is_some(),
+            ));
+            current.stop_code = Some(RunErrorCode::TimedOut);
+            current.phase = Phase::Finishing;
+            self.save(&current)?;
             return Ok(Next::Now);
         }
         if current.retry_at.is_some() {

@@ -1,11 +1,12 @@
 //! A run stopped in the middle of its agent's turn — cancelled, or out of time
 //! (`RUN_MAX_DURATION_SECONDS`) — keeps what the agent did until then: its latest words, the
-//! tokens it used and its conversation.
+//! tokens it used and its conversation. A run out of time is stopped a little before its
+//! deadline, so its work so far is pushed to its branch too.
 
 use crate::agent_runs::start;
 use handoff_tests::callbacks::Receiver;
 use handoff_tests::mcp::read;
-use handoff_tests::runs::{agents_left, status, terminal};
+use handoff_tests::runs::{agents_left, repo_name, status, terminal};
 use handoff_tests::stack::{self, RunStack};
 use handoff_tests::Mcp;
 use serde_json::{json, Value};
@@ -78,16 +79,35 @@ async fn a_cancelled_run_keeps_what_its_agent_did_until_then() {
 }
 
 #[tokio::test]
-async fn a_run_out_of_time_keeps_what_its_agent_did_until_then() {
+async fn a_run_out_of_time_keeps_what_its_agent_did_until_then_and_pushes_its_work() {
     let stack = RunStack::start(&[("RUN_MAX_DURATION_SECONDS", "20")]);
     let mcp = Mcp::connect(&stack.url()).await;
-    let (run_id, _) = start(&mcp, json!({"task": TASK})).await;
+    let name = repo_name("late");
+    let repository = stack.broken_repo(&name);
+    let (run_id, _) = start(&mcp, json!({"task": TASK, "repository": repository})).await;
     let run = mcp
         .wait_run(&run_id, Duration::from_secs(90), terminal)
         .await;
     assert_eq!(status(&run), "failed", "{run:#}");
-    assert_eq!(run["result"]["error"]["code"], "timed_out", "{run:#}");
+    let error = &run["result"]["error"];
+    assert_eq!(error["code"], "timed_out", "{run:#}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("time limit of 20 s") && message.contains("on its branch"),
+        "{message}"
+    );
     assert_turn_kept(&run).await;
+    // The agent was stopped before the deadline, while its git token was good: the file its
+    // command wrote is on the run's branch, without a pull request for unfinished work.
+    let branch = format!("handoff/{run_id}");
+    assert_eq!(run["result"]["branch"], json!(branch), "{run:#}");
+    let kept = stack
+        .forge
+        .file_on_branch("acme", &name, &branch, "kept.txt")
+        .unwrap_or_else(|| panic!("kept.txt is not on {branch}: {run:#}"));
+    assert_eq!(kept.trim(), "kept-42");
+    assert!(run["result"]["pullRequestUrl"].is_null(), "{run:#}");
+    assert!(!stack.forge.pulls().iter().any(|p| p.repo == name));
 }
 
 #[tokio::test]

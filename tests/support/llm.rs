@@ -187,7 +187,7 @@ pub fn script(scenario: &str, step: usize) -> Reply {
         // Runs one command, then its next model call hangs: a run stopped now (cancelled, out
         // of time) has done something to keep.
         "checks-then-waits" => match step {
-            0 => bash("echo kept-$((6 * 7))"),
+            0 => bash("echo kept-$((6 * 7)) | tee kept.txt"),
             _ => Reply::After(Duration::from_secs(300), Box::new(Reply::Text("too late".into()))),
         },
         "always-500" => Reply::Fail(500),
