@@ -6,6 +6,7 @@
 pub mod auth_proxy;
 pub mod blackhole;
 pub mod browser;
+pub mod bundle;
 pub mod callbacks;
 pub mod containers;
 pub mod daemon;

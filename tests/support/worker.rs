@@ -182,8 +182,8 @@ impl Worker {
         let node_bin = root().join("node_modules/.bin");
         let wrangler = node_bin.join("wrangler");
         assert!(
-            wrangler.exists() && root().join("build/worker/shim.mjs").exists(),
-            "the Worker is not built: run `cargo xtask test` (or `cargo xtask build`) first"
+            wrangler.exists(),
+            "wrangler is not installed: run `cargo xtask test` (or `cargo xtask setup`) first"
         );
         let path = format!(
             "{}:{}",
@@ -302,14 +302,15 @@ impl Drop for Worker {
 }
 
 /// wrangler.toml for an instance: the project's own, serving the prebuilt bundle (no build
-/// step: the test command built it once), with test secrets in `.dev.vars` beside it.
+/// step: the test command built it once; the process's own copy of it, `bundle.rs`), with
+/// test secrets in `.dev.vars` beside it.
 pub fn write_config(dir: &Path, options: &WorkerOptions) {
     if options.baseline {
         return write_baseline_config(dir);
     }
     let project =
         std::fs::read_to_string(root().join("wrangler.toml")).expect("read wrangler.toml");
-    let bundle = root().join("build/worker/shim.mjs");
+    let bundle = crate::bundle::entry();
     let mut out = String::new();
     let mut in_build = false;
     for line in project.lines() {
