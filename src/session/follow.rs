@@ -21,29 +21,39 @@ impl Driver<'_> {
         let session = current.agent_session.clone().unwrap_or_default();
         let max_run_ms = config::max_run_ms(self.env);
         let now = now_ms();
-        if now > current.deadline {
-            let _ = agent.abort(&session).await;
-            let message = format!(
-                "the run took longer than {} (RUN_MAX_DURATION_SECONDS) and was stopped",
-                policy::human(max_run_ms / 1000)
-            );
+        let late = now > current.deadline;
+        // A coding run near its deadline stops its agent while its git token is still good.
+        let near = current.worker.is_none()
+            && now > current.deadline - runs_config::finish_reserve_ms(max_run_ms);
+        if late || near {
+            let aborted = super::stop::abort_soon(&agent, &session).await;
+            if !late && aborted {
+                // Its work so far is pushed to its branch (`finish`), as a run over its
+                // budget's is.
+                current.stop = Some(policy::out_of_time_message(
+                    max_run_ms,
+                    current.checkout.is_some(),
+                ));
+                current.stop_code = Some(RunErrorCode::TimedOut);
+                current.phase = Phase::Finishing;
+                self.save(&current)?;
+                return Ok(Next::Now);
+            }
+            // Past its deadline, or an agent that does not answer (nothing to push with it):
+            // the run ends now, keeping what the turn did.
+            let limit = policy::human(max_run_ms / 1000);
+            let message = if late {
+                format!(
+                    "the run took longer than {limit} (RUN_MAX_DURATION_SECONDS) and was stopped"
+                )
+            } else {
+                format!(
+                    "the run reached its time limit of {limit} (RUN_MAX_DURATION_SECONDS) and \
+                     was stopped (its agent did not answer)"
+                )
+            };
             self.fail_keeping_turn(&current, RunErrorCode::TimedOut, message)
                 .await?;
-            return Ok(Next::Now);
-        }
-        // A coding run near its deadline stops its agent while its git token is still good:
-        // its work so far is pushed to its branch (`finish`), as a run over its budget's is.
-        if current.worker.is_none()
-            && now > current.deadline - runs_config::finish_reserve_ms(max_run_ms)
-        {
-            let _ = agent.abort(&session).await;
-            current.stop = Some(policy::out_of_time_message(
-                max_run_ms,
-                current.checkout.is_some(),
-            ));
-            current.stop_code = Some(RunErrorCode::TimedOut);
-            current.phase = Phase::Finishing;
-            self.save(&current)?;
             return Ok(Next::Now);
         }
         if current.retry_at.is_some() {

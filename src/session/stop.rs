@@ -10,14 +10,23 @@ use crate::artifacts::Artifact;
 use crate::error::Result;
 use crate::runs::{RunError, RunErrorCode, RunOutcome, RunStatus};
 use crate::sandbox::api::Kill;
-use futures::future::select;
+use futures::future::{select, Either};
 use std::time::Duration;
 use worker::{console_warn, Delay};
 
 /// How long a stopped agent gets to write its aborted turn down before it is killed.
 const ABORT_SETTLE_MS: i64 = 5_000;
-/// How long a cancel waits for the agent to take its abort.
+/// How long a cancel (or a run near its deadline) waits for the agent to take its abort.
 const INTERRUPT_WAIT: Duration = Duration::from_secs(3);
+
+/// Aborts the agent's turn, waiting at most `INTERRUPT_WAIT`: whether it took the abort (a
+/// hung agent would keep the caller for the request's whole timeout).
+pub(super) async fn abort_soon(agent: &Agent, session: &str) -> bool {
+    match select(Box::pin(agent.abort(session)), Delay::from(INTERRUPT_WAIT)).await {
+        Either::Left((answer, _)) => answer.is_ok(),
+        Either::Right(_) => false,
+    }
+}
 
 impl Driver<'_> {
     /// Aborts the agent's turn at once (the run was cancelled): the session's next step stops
@@ -25,8 +34,7 @@ impl Driver<'_> {
     /// agent that does not answer only `INTERRUPT_WAIT` (the step kills it anyway).
     pub async fn interrupt(&self, current: &Current) {
         if let (Ok(agent), Some(session)) = (self.agent(current), &current.agent_session) {
-            let abort = agent.abort(session);
-            let _ = select(Box::pin(abort), Delay::from(INTERRUPT_WAIT)).await;
+            abort_soon(&agent, session).await;
         }
     }
 

@@ -7,7 +7,7 @@ use crate::agent_runs::start;
 use handoff_tests::callbacks::Receiver;
 use handoff_tests::mcp::read;
 use handoff_tests::runs::{agents_left, repo_name, status, terminal};
-use handoff_tests::stack::{self, RunStack};
+use handoff_tests::stack::{self, SHORT_RUN_SECONDS};
 use handoff_tests::Mcp;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -80,7 +80,7 @@ async fn a_cancelled_run_keeps_what_its_agent_did_until_then() {
 
 #[tokio::test]
 async fn a_run_out_of_time_keeps_what_its_agent_did_until_then_and_pushes_its_work() {
-    let stack = RunStack::start(&[("RUN_MAX_DURATION_SECONDS", "20")]);
+    let stack = stack::short_runs();
     let mcp = Mcp::connect(&stack.url()).await;
     let name = repo_name("late");
     let repository = stack.broken_repo(&name);
@@ -93,7 +93,8 @@ async fn a_run_out_of_time_keeps_what_its_agent_did_until_then_and_pushes_its_wo
     assert_eq!(error["code"], "timed_out", "{run:#}");
     let message = error["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("time limit of 20 s") && message.contains("on its branch"),
+        message.contains(&format!("time limit of {SHORT_RUN_SECONDS} s"))
+            && message.contains("on its branch"),
         "{message}"
     );
     assert_turn_kept(&run).await;
@@ -134,4 +135,35 @@ async fn a_cancel_answers_at_once_when_the_agent_hangs_and_the_agent_is_stopped_
     let agents = agents_left(&mcp, &session, Duration::from_secs(120)).await;
     assert_eq!(agents, "0", "the hung agent was not stopped");
     assert_eq!(status(&mcp.get_run(&run_id).await), "cancelled");
+}
+
+#[tokio::test]
+async fn a_run_whose_agent_hangs_ends_timed_out_by_its_deadline_and_its_agent_is_stopped() {
+    let stack = stack::short_runs();
+    let mcp = Mcp::connect(&stack.url()).await;
+    let name = repo_name("hung");
+    let repository = stack.broken_repo(&name);
+    let started = Instant::now();
+    let (run_id, session) = start(&mcp, json!({"task": TASK, "repository": repository})).await;
+    busy(&mcp, &run_id).await;
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    let freeze = json!({"sandboxId": sandbox, "command": "pkill -STOP -f '^opencode serve'"});
+    let hung = mcp.call_ok("sandbox_exec", freeze).await;
+    assert_eq!(hung["exitCode"], 0, "{hung:#}");
+
+    // Every ask of the agent now times out, the abort too: the run still ends at its deadline
+    // (give or take one unanswered ask), with nothing pushed, and the agent is killed.
+    let run = mcp
+        .wait_run(&run_id, Duration::from_secs(150), terminal)
+        .await;
+    let took = started.elapsed();
+    assert_eq!(status(&run), "failed", "{run:#}");
+    let error = &run["result"]["error"];
+    assert_eq!(error["code"], "timed_out", "{run:#}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("RUN_MAX_DURATION_SECONDS"), "{message}");
+    assert!(run["result"]["branch"].is_null(), "{run:#}");
+    let agents = agents_left(&mcp, &session, Duration::from_secs(60)).await;
+    assert_eq!(agents, "0", "the hung agent was not stopped");
+    eprintln!("the hung run ended after {took:?}");
 }

@@ -115,16 +115,34 @@ pub fn shared() -> &'static RunStack {
     STACK.get_or_init(|| {
         // Second-level schedules, so the worker tests see a schedule fire in seconds.
         // Callbacks to the tests' receivers on 127.0.0.1, retried after a second.
-        let stack = RunStack::start(&[
+        kept_to_the_end(RunStack::start(&[
             ("WORKER_MIN_SCHEDULE_SECONDS", "1"),
             ("HANDOFF_CALLBACK_SECRET", crate::callbacks::CALLBACK_SECRET),
             ("CALLBACK_ALLOW_PRIVATE_HOSTS", "127.0.0.1"),
             ("CALLBACK_RETRY_SECONDS", "1"),
-        ]);
-        stop_group_at_exit(&stack.worker);
-        if let Some(daemon) = &stack.daemon {
-            stop_daemon_at_exit(daemon);
-        }
-        stack
+        ]))
     })
+}
+
+/// The longest a run of [`short_runs`] may take, in seconds (`RUN_MAX_DURATION_SECONDS`).
+pub const SHORT_RUN_SECONDS: u64 = 30;
+
+/// A stack shared by the tests of runs that reach `RUN_MAX_DURATION_SECONDS`: theirs is
+/// [`SHORT_RUN_SECONDS`].
+pub fn short_runs() -> &'static RunStack {
+    static STACK: OnceLock<RunStack> = OnceLock::new();
+    STACK.get_or_init(|| {
+        let seconds = SHORT_RUN_SECONDS.to_string();
+        kept_to_the_end(RunStack::start(&[("RUN_MAX_DURATION_SECONDS", &seconds)]))
+    })
+}
+
+/// A stack that lives in a static (never dropped): its servers are stopped when the test
+/// process exits.
+fn kept_to_the_end(stack: RunStack) -> RunStack {
+    stop_group_at_exit(&stack.worker);
+    if let Some(daemon) = &stack.daemon {
+        stop_daemon_at_exit(daemon);
+    }
+    stack
 }
