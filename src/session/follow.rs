@@ -27,22 +27,20 @@ impl Driver<'_> {
             && now > current.deadline - runs_config::finish_reserve_ms(max_run_ms);
         if late || near {
             let aborted = super::stop::abort_soon(&agent, &session).await;
-            if !late && aborted {
+            if current.worker.is_none() && aborted {
                 // Its work so far is pushed to its branch (`finish`), as a run over its
-                // budget's is.
-                current.stop = Some(policy::out_of_time_message(
-                    max_run_ms,
-                    current.checkout.is_some(),
-                ));
+                // budget's is (the push's token is good for a while even past the deadline).
+                let repository = current.checkout.is_some();
+                current.stop = Some(policy::out_of_time_message(max_run_ms, repository, late));
                 current.stop_code = Some(RunErrorCode::TimedOut);
                 current.phase = Phase::Finishing;
                 self.save(&current)?;
                 return Ok(Next::Now);
             }
-            // Past its deadline, or an agent that does not answer (nothing to push with it):
-            // the run ends now, keeping what the turn did.
+            // A worker's run, or an agent that does not answer (nothing to finish with): the
+            // run ends now, keeping what the turn did.
             let limit = policy::human(max_run_ms / 1000);
-            let message = if late {
+            let message = if aborted {
                 format!(
                     "the run took longer than {limit} (RUN_MAX_DURATION_SECONDS) and was stopped"
                 )

@@ -143,7 +143,6 @@ async fn a_run_whose_agent_hangs_ends_timed_out_by_its_deadline_and_its_agent_is
     let mcp = Mcp::connect(&stack.url()).await;
     let name = repo_name("hung");
     let repository = stack.broken_repo(&name);
-    let started = Instant::now();
     let (run_id, session) = start(&mcp, json!({"task": TASK, "repository": repository})).await;
     busy(&mcp, &run_id).await;
     let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
@@ -152,18 +151,20 @@ async fn a_run_whose_agent_hangs_ends_timed_out_by_its_deadline_and_its_agent_is
     assert_eq!(hung["exitCode"], 0, "{hung:#}");
 
     // Every ask of the agent now times out, the abort too: the run still ends at its deadline
-    // (give or take one unanswered ask), with nothing pushed, and the agent is killed.
+    // (give or take one unanswered ask), without a finish that cannot read the agent (nothing
+    // pushed), and the agent is killed.
     let run = mcp
         .wait_run(&run_id, Duration::from_secs(150), terminal)
         .await;
-    let took = started.elapsed();
     assert_eq!(status(&run), "failed", "{run:#}");
     let error = &run["result"]["error"];
     assert_eq!(error["code"], "timed_out", "{run:#}");
     let message = error["message"].as_str().unwrap_or_default();
-    assert!(message.contains("RUN_MAX_DURATION_SECONDS"), "{message}");
+    assert!(
+        message.contains("RUN_MAX_DURATION_SECONDS") && message.contains("did not answer"),
+        "{message}"
+    );
     assert!(run["result"]["branch"].is_null(), "{run:#}");
     let agents = agents_left(&mcp, &session, Duration::from_secs(60)).await;
     assert_eq!(agents, "0", "the hung agent was not stopped");
-    eprintln!("the hung run ended after {took:?}");
 }

@@ -187,17 +187,22 @@ pub fn human(secs: i64) -> String {
     }
 }
 
-/// Why a coding run was stopped near its deadline (`RUN_MAX_DURATION_SECONDS`), and where its
-/// work is.
-pub fn out_of_time_message(max_run_ms: i64, repository: bool) -> String {
+/// Why a coding run was stopped at or near its deadline (`RUN_MAX_DURATION_SECONDS`;
+/// `late`: past it, the session's look came after it), and where its work is.
+pub fn out_of_time_message(max_run_ms: i64, repository: bool, late: bool) -> String {
     let limit = human(max_run_ms / 1000);
-    let reserve = human(crate::config::runs::finish_reserve_ms(max_run_ms) / 1000);
     let work = if repository {
         "; its work so far is on its branch if it changed anything (no pull request). \
          Continue in the same session to go on"
     } else {
         ""
     };
+    if late {
+        return format!(
+            "the run took longer than {limit} (RUN_MAX_DURATION_SECONDS) and was stopped{work}"
+        );
+    }
+    let reserve = human(crate::config::runs::finish_reserve_ms(max_run_ms) / 1000);
     format!(
         "the run reached its time limit of {limit} (RUN_MAX_DURATION_SECONDS): the agent was \
          stopped {reserve} before it to keep its work{work}"
@@ -211,13 +216,16 @@ mod tests {
 
     #[test]
     fn an_out_of_time_run_says_its_limit_and_where_its_work_is() {
-        let message = out_of_time_message(4 * 3_600_000, true);
+        let message = out_of_time_message(4 * 3_600_000, true, false);
         assert!(message.contains("time limit of 4 h"), "{message}");
         assert!(message.contains("stopped 5 min before it"), "{message}");
         assert!(message.contains("on its branch"), "{message}");
-        let message = out_of_time_message(20_000, false);
+        let message = out_of_time_message(20_000, false, false);
         assert!(message.contains("stopped 2 s before it"), "{message}");
         assert!(!message.contains("branch"), "{message}");
+        let message = out_of_time_message(20_000, true, true);
+        assert!(message.contains("took longer than 20 s"), "{message}");
+        assert!(message.contains("on its branch"), "{message}");
     }
 
     #[test]
