@@ -50,7 +50,7 @@ impl Driver<'_> {
                      was stopped (its agent did not answer)"
                 )
             };
-            self.fail_keeping_turn(&current, RunErrorCode::TimedOut, message)
+            self.fail_keeping_turn(&current, RunErrorCode::TimedOut, message, aborted)
                 .await?;
             return Ok(Next::Now);
         }

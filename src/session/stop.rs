@@ -19,6 +19,13 @@ const ABORT_SETTLE_MS: i64 = 5_000;
 /// How long a cancel (or a run near its deadline) waits for the agent to take its abort.
 const INTERRUPT_WAIT: Duration = Duration::from_secs(3);
 
+/// Ends the run's OpenCode process (best effort).
+async fn kill(agent: &Agent, current: &Current) {
+    if let Some(process) = current.agent_process {
+        let _ = agent.sandbox.call(Kill { id: process }).await;
+    }
+}
+
 /// Aborts the agent's turn, waiting at most `INTERRUPT_WAIT`: whether it took the abort (a
 /// hung agent would keep the caller for the request's whole timeout).
 pub(super) async fn abort_soon(agent: &Agent, session: &str) -> bool {
@@ -50,10 +57,7 @@ impl Driver<'_> {
             self.release_worker(current).await;
             return None;
         }
-        // No run's now: a step between runs must not take it for an agent kept for the next.
-        if let Err(e) = self.forget_agent(current) {
-            console_warn!("session {}: {e}", self.session_id);
-        }
+        self.forget_agent(current);
         let agent = self.agent(current).ok()?;
         let mut kept = None;
         // An agent that does not take the abort (gone, or hung) is not asked anything more.
@@ -67,14 +71,31 @@ impl Driver<'_> {
                 }
             }
         }
-        if let Some(process) = current.agent_process {
-            let _ = agent.sandbox.call(Kill { id: process }).await;
-        }
+        kill(&agent, current).await;
         kept
     }
 
-    /// Forgets the session's agent if it is this run's (it is being stopped).
-    fn forget_agent(&self, current: &Current) -> Result<()> {
+    /// Stops an agent that did not take its abort: nothing more is asked of it (each ask would
+    /// wait its whole timeout), OpenCode is killed; a worker run's sandbox goes with it.
+    async fn kill_agent(&self, current: &Current) {
+        if current.worker.is_some() {
+            return self.release_worker(current).await;
+        }
+        self.forget_agent(current);
+        if let Ok(agent) = self.agent(current) {
+            kill(&agent, current).await;
+        }
+    }
+
+    /// Forgets the session's agent if it is this run's (it is being stopped): no run's now, and
+    /// a step between runs must not take it for an agent kept for the next.
+    fn forget_agent(&self, current: &Current) {
+        if let Err(e) = self.forget(current) {
+            console_warn!("session {}: {e}", self.session_id);
+        }
+    }
+
+    fn forget(&self, current: &Current) -> Result<()> {
         let mut meta = store::meta(&self.sql)?;
         let this_run = meta.agent.as_ref().map(|kept| kept.process) == current.agent_process;
         if this_run && meta.agent.is_some() {
@@ -146,14 +167,21 @@ impl Driver<'_> {
         self.fail_with(current, code, message, None).await
     }
 
-    /// [`Self::fail`], keeping what the agent's turn did until then (a run stopped mid-turn).
+    /// [`Self::fail`], keeping what the agent's turn did until then (a run stopped mid-turn) —
+    /// unless the agent did not take its abort (`answered` false): then it is killed unasked.
     pub(super) async fn fail_keeping_turn(
         &self,
         current: &Current,
         code: RunErrorCode,
         message: String,
+        answered: bool,
     ) -> Result<()> {
-        let outcome = self.stop_agent(current, true).await;
+        let outcome = if answered {
+            self.stop_agent(current, true).await
+        } else {
+            self.kill_agent(current).await;
+            None
+        };
         self.end_failed(current, RunError { code, message }, outcome)
             .await
     }
