@@ -39,16 +39,10 @@ impl Driver<'_> {
             }
             // A worker's run, or an agent that does not answer (nothing to finish with): the
             // run ends now, keeping what the turn did.
-            let limit = policy::human(max_run_ms / 1000);
             let message = if aborted {
-                format!(
-                    "the run took longer than {limit} (RUN_MAX_DURATION_SECONDS) and was stopped"
-                )
+                policy::out_of_time_message(max_run_ms, false, late)
             } else {
-                format!(
-                    "the run reached its time limit of {limit} (RUN_MAX_DURATION_SECONDS) and \
-                     was stopped (its agent did not answer)"
-                )
+                policy::out_of_time_unanswered(max_run_ms)
             };
             self.fail_keeping_turn(&current, RunErrorCode::TimedOut, message, aborted)
                 .await?;

@@ -32,6 +32,23 @@ async fn assert_turn_kept(run: &Value) {
     );
 }
 
+/// Stops the session's OpenCode (SIGSTOP): it takes connections and answers none, so every
+/// ask of it times out.
+async fn freeze_agent(mcp: &Mcp, session: &str) {
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    let freeze = json!({"sandboxId": sandbox, "command": "pkill -STOP -f '^opencode serve'"});
+    let hung = mcp.call_ok("sandbox_exec", freeze).await;
+    assert_eq!(hung["exitCode"], 0, "{hung:#}");
+}
+
+/// The error message of a run that must have ended `failed` with `timed_out`.
+fn timed_out_message(run: &Value) -> &str {
+    assert_eq!(status(run), "failed", "{run:#}");
+    let error = &run["result"]["error"];
+    assert_eq!(error["code"], "timed_out", "{run:#}");
+    error["message"].as_str().unwrap_or_default()
+}
+
 /// The run once its agent ran its command (and waits on the model).
 async fn busy(mcp: &Mcp, run_id: &str) -> Value {
     let run = mcp
@@ -88,10 +105,7 @@ async fn a_run_out_of_time_keeps_what_its_agent_did_until_then_and_pushes_its_wo
     let run = mcp
         .wait_run(&run_id, Duration::from_secs(90), terminal)
         .await;
-    assert_eq!(status(&run), "failed", "{run:#}");
-    let error = &run["result"]["error"];
-    assert_eq!(error["code"], "timed_out", "{run:#}");
-    let message = error["message"].as_str().unwrap_or_default();
+    let message = timed_out_message(&run);
     assert!(
         message.contains(&format!("time limit of {SHORT_RUN_SECONDS} s"))
             && message.contains("on its branch"),
@@ -117,11 +131,7 @@ async fn a_cancel_answers_at_once_when_the_agent_hangs_and_the_agent_is_stopped_
     let mcp = Mcp::connect(&stack.url()).await;
     let (run_id, session) = start(&mcp, json!({"task": TASK})).await;
     busy(&mcp, &run_id).await;
-    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
-    // Stopped, the agent takes connections and answers none: every ask of it times out.
-    let freeze = json!({"sandboxId": sandbox, "command": "pkill -STOP -f '^opencode serve'"});
-    let hung = mcp.call_ok("sandbox_exec", freeze).await;
-    assert_eq!(hung["exitCode"], 0, "{hung:#}");
+    freeze_agent(&mcp, &session).await;
 
     let asked = Instant::now();
     let cancelled = mcp
@@ -145,10 +155,7 @@ async fn a_run_whose_agent_hangs_ends_timed_out_by_its_deadline_and_its_agent_is
     let repository = stack.broken_repo(&name);
     let (run_id, session) = start(&mcp, json!({"task": TASK, "repository": repository})).await;
     busy(&mcp, &run_id).await;
-    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
-    let freeze = json!({"sandboxId": sandbox, "command": "pkill -STOP -f '^opencode serve'"});
-    let hung = mcp.call_ok("sandbox_exec", freeze).await;
-    assert_eq!(hung["exitCode"], 0, "{hung:#}");
+    freeze_agent(&mcp, &session).await;
 
     // Every ask of the agent now times out, the abort too: the run still ends at its deadline
     // (give or take one unanswered ask), without a finish that cannot read the agent (nothing
@@ -156,10 +163,7 @@ async fn a_run_whose_agent_hangs_ends_timed_out_by_its_deadline_and_its_agent_is
     let run = mcp
         .wait_run(&run_id, Duration::from_secs(150), terminal)
         .await;
-    assert_eq!(status(&run), "failed", "{run:#}");
-    let error = &run["result"]["error"];
-    assert_eq!(error["code"], "timed_out", "{run:#}");
-    let message = error["message"].as_str().unwrap_or_default();
+    let message = timed_out_message(&run);
     assert!(
         message.contains("RUN_MAX_DURATION_SECONDS") && message.contains("did not answer"),
         "{message}"

@@ -209,6 +209,15 @@ pub fn out_of_time_message(max_run_ms: i64, repository: bool, late: bool) -> Str
     )
 }
 
+/// Why a run was stopped at or near its deadline whose agent did not take the stop.
+pub fn out_of_time_unanswered(max_run_ms: i64) -> String {
+    format!(
+        "the run reached its time limit of {} (RUN_MAX_DURATION_SECONDS) and was stopped (its \
+         agent did not answer)",
+        human(max_run_ms / 1000)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +235,9 @@ mod tests {
         let message = out_of_time_message(20_000, true, true);
         assert!(message.contains("took longer than 20 s"), "{message}");
         assert!(message.contains("on its branch"), "{message}");
+        let message = out_of_time_unanswered(20_000);
+        assert!(message.contains("time limit of 20 s"), "{message}");
+        assert!(message.contains("did not answer"), "{message}");
     }
 
     #[test]
