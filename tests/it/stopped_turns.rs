@@ -49,11 +49,16 @@ fn timed_out_message(run: &Value) -> &str {
     error["message"].as_str().unwrap_or_default()
 }
 
-/// The run once its agent ran its command (and waits on the model).
+/// The run once its agent ran its command and the answer that asked for it was written down
+/// with its tokens (the agent then waits on the model). A step merely started is not enough: a
+/// stop while the command runs leaves an answer without usage.
 async fn busy(mcp: &Mcp, run_id: &str) -> Value {
     let run = mcp
         .wait_run(run_id, Duration::from_secs(120), |r| {
-            r["progress"]["steps"].as_u64().is_some_and(|s| s >= 1) || terminal(r)
+            let tokens = &r["progress"]["tokens"];
+            let used =
+                tokens["input"].as_u64().unwrap_or(0) + tokens["output"].as_u64().unwrap_or(0);
+            (r["progress"]["steps"].as_u64().is_some_and(|s| s >= 1) && used > 0) || terminal(r)
         })
         .await;
     assert_eq!(status(&run), "running", "{run:#}");
