@@ -22,6 +22,8 @@ pub struct ProgressView {
     pub steps: u32,
     /// The tool the agent is using right now.
     pub current_tool: Option<String>,
+    /// Tokens used so far: OpenCode's count, or the credential proxy's when that is larger
+    /// (OpenCode counts an answer once its step has ended; the proxy as the answer passes).
     pub tokens: Tokens,
     pub cost_usd: f64,
     /// The latest steps, oldest first.
@@ -52,6 +54,9 @@ pub struct ResultView {
     /// Build and test by-products the agent left that were kept out of the commit
     /// (`__pycache__/`, `*.pyc`, `node_modules/`, `.DS_Store`, `target/`, …).
     pub left_out: Vec<String>,
+    /// Tokens the run used: OpenCode's count, or the credential proxy's when that is larger (a
+    /// run stopped while a command ran; calls OpenCode makes on the side). The proxy does not
+    /// tell reasoning apart from output.
     pub tokens: Option<Tokens>,
     pub cost_usd: Option<f64>,
     /// Signed link to the full agent transcript (JSON), when one was stored.
@@ -243,7 +248,7 @@ impl RunView {
                 changed_files: outcome.changed_files,
                 diffstat: outcome.diffstat,
                 left_out: outcome.left_out,
-                tokens: outcome.tokens,
+                tokens: run.tokens_used(outcome.tokens.as_ref()),
                 cost_usd: outcome.cost_usd,
                 transcript_url: outcome
                     .transcript
@@ -258,6 +263,19 @@ impl RunView {
                 }),
             }
         });
+        let progress = run.progress.clone().map(|p| {
+            let detail = p.detail.unwrap_or_default();
+            ProgressView {
+                phase: p.phase,
+                message: p.message,
+                updated_at: rfc3339(p.updated_at),
+                steps: detail.steps,
+                current_tool: detail.current_tool,
+                tokens: run.tokens_used(Some(&detail.tokens)).unwrap_or_default(),
+                cost_usd: detail.cost_usd,
+                recent_steps: detail.recent,
+            }
+        });
         RunView {
             run_id: run.id,
             session_id: run.session_id,
@@ -270,19 +288,7 @@ impl RunView {
             created_at: rfc3339(run.created_at),
             started_at: run.started_at.map(rfc3339),
             completed_at: run.completed_at.map(rfc3339),
-            progress: run.progress.map(|p| {
-                let detail = p.detail.unwrap_or_default();
-                ProgressView {
-                    phase: p.phase,
-                    message: p.message,
-                    updated_at: rfc3339(p.updated_at),
-                    steps: detail.steps,
-                    current_tool: detail.current_tool,
-                    tokens: detail.tokens,
-                    cost_usd: detail.cost_usd,
-                    recent_steps: detail.recent,
-                }
-            }),
+            progress,
             result,
             phases: phase_views(&run.phases),
             transitions: run

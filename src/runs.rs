@@ -380,9 +380,12 @@ pub struct RunRecord {
     /// The most the run may spend.
     #[serde(default)]
     pub budget: Option<Budget>,
-    /// Tokens the credential proxy counted in the provider's answers, and the calls it passed.
+    /// Tokens the credential proxy counted in the provider's answers (in all, and by kind:
+    /// reasoning is not told apart from output), and the calls it passed.
     #[serde(default)]
     pub metered_tokens: u64,
+    #[serde(default)]
+    pub metered: Tokens,
     #[serde(default)]
     pub model_calls: u64,
     /// The completion callback and its delivery (filled for single-run reads).
@@ -412,6 +415,20 @@ impl RunRecord {
                 .started_at
                 .map(|at| ((end - at).max(0) / 1000) as u64)
                 .unwrap_or(0),
+        }
+    }
+
+    /// The tokens to show for the run beside OpenCode's count (`reported`): the credential
+    /// proxy's count instead when it is the larger. OpenCode writes an answer's usage only once
+    /// its step ends, so a run stopped while a command ran has none from it for that answer;
+    /// and it leaves out calls it makes on the side (a conversation's title). The proxy counted
+    /// every answer as it passed.
+    pub fn tokens_used(&self, reported: Option<&Tokens>) -> Option<Tokens> {
+        let metered = self.metered.total();
+        match reported {
+            Some(r) if r.total() >= metered => Some(r.clone()),
+            _ if metered > 0 => Some(self.metered.clone()),
+            r => r.cloned(),
         }
     }
 

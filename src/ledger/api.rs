@@ -6,7 +6,7 @@ use crate::recent::Recent;
 pub use crate::rpc::Page;
 use crate::rpc::{self, Ack};
 use crate::runs::{
-    ProgressDetail, RunError, RunOutcome, RunRecord, RunSpec, RunStatus, SessionRecord,
+    ProgressDetail, RunError, RunOutcome, RunRecord, RunSpec, RunStatus, SessionRecord, Tokens,
 };
 use crate::sandboxes::{SandboxSummary, Status};
 use crate::time::now_ms;
@@ -141,7 +141,7 @@ rpc::ops! {
             stored: bool,
         } => Ack;
         /// Tokens the credential proxy counted in one model call's answer.
-        record_usage: RecordUsage { run_id: String, tokens: u64 } => Ack;
+        record_usage: RecordUsage { run_id: String, usage: Tokens } => Ack;
         /// A progress report; replies the run's status, unchanged.
         progress: Progress {
             run_id: String,

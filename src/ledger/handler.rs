@@ -317,7 +317,7 @@ impl LedgerHandler for Call<'_> {
     }
 
     async fn record_usage(&self, op: RecordUsage) -> Result<Ack> {
-        store::record_usage(&self.sql, &op.run_id, op.tokens)?;
+        store::record_usage(&self.sql, &op.run_id, &op.usage)?;
         Ok(Ack {})
     }
 

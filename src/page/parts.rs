@@ -142,11 +142,11 @@ pub fn timeline(run: &RunRecord, steps: &[Step], total_steps: u32, now: i64) -> 
 pub fn usage(run: &RunRecord, now: i64) -> Markup {
     let detail = run.progress.as_ref().and_then(|p| p.detail.clone());
     let outcome = run.outcome.as_ref();
-    let tokens = detail
+    let reported = detail
         .as_ref()
-        .map(|d| d.tokens.clone())
-        .or_else(|| outcome.and_then(|o| o.tokens.clone()))
-        .unwrap_or_default();
+        .map(|d| &d.tokens)
+        .or_else(|| outcome.and_then(|o| o.tokens.as_ref()));
+    let tokens = run.tokens_used(reported).unwrap_or_default();
     let cost = detail
         .as_ref()
         .map(|d| d.cost_usd)

@@ -2,10 +2,10 @@
 //! answer is read on its way back for the provider's own token count, which is added to the
 //! run in the ledger when the answer ends.
 
-use crate::budget::Meter;
+use super::meter::Meter;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ledger::api::{Ledger, RecordUsage};
-use crate::runs::RunRecord;
+use crate::runs::{RunRecord, Tokens};
 use crate::time::now_ms;
 use futures::StreamExt;
 use std::collections::BTreeMap;
@@ -174,7 +174,7 @@ struct Tally {
 impl Tally {
     async fn settle(&mut self) {
         if let (Some(meter), Some(ledger)) = (self.meter.take(), self.ledger.take()) {
-            record(ledger, self.run_id.clone(), meter.finish().total()).await;
+            record(ledger, self.run_id.clone(), meter.finish()).await;
         }
     }
 }
@@ -182,17 +182,17 @@ impl Tally {
 impl Drop for Tally {
     fn drop(&mut self) {
         if let (Some(meter), Some(ledger)) = (self.meter.take(), self.ledger.take()) {
-            let tokens = meter.finish().total();
             let run_id = std::mem::take(&mut self.run_id);
-            worker::wasm_bindgen_futures::spawn_local(record(ledger, run_id, tokens));
+            worker::wasm_bindgen_futures::spawn_local(record(ledger, run_id, meter.finish()));
         }
     }
 }
 
-async fn record(ledger: Ledger, run_id: String, tokens: u64) {
+async fn record(ledger: Ledger, run_id: String, usage: Tokens) {
+    let tokens = usage.total();
     let op = RecordUsage {
         run_id: run_id.clone(),
-        tokens,
+        usage,
     };
     if let Err(e) = ledger.call(op).await {
         console_error!("proxy: recording {tokens} tokens of {run_id}: {e}");

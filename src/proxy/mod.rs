@@ -16,6 +16,7 @@
 //! Model calls pass only while their run is within its budget, and their answers are metered
 //! (`metered`).
 
+mod meter;
 mod metered;
 mod providers;
 pub(crate) mod receive_pack;

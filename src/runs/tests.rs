@@ -66,3 +66,40 @@ fn status_strings_round_trip() {
     }
     assert_eq!(RunStatus::parse("done"), None);
 }
+
+#[test]
+fn the_proxys_token_count_is_shown_when_opencodes_is_short_of_it() {
+    let mut run: RunRecord = serde_json::from_value(serde_json::json!({
+        "id": "run_x", "session_id": "ses_x", "created_by": "t", "status": "cancelled",
+        "task": "t", "title": "t", "model": null, "repository": null, "branch": null,
+        "created_at": 0, "updated_at": 0, "started_at": null, "completed_at": null,
+        "origin": null, "progress": null, "outcome": null, "error": null
+    }))
+    .expect("a run record");
+    let opencode = Tokens {
+        input: 100,
+        output: 20,
+        reasoning: 5,
+        ..Tokens::default()
+    };
+    // Nothing metered (a run from before the proxy kept kinds apart): OpenCode's, as it is.
+    assert_eq!(run.tokens_used(None), None);
+    assert_eq!(run.tokens_used(Some(&opencode)), Some(opencode.clone()));
+    // The proxy counted an answer whose step OpenCode had not finished: the proxy's count.
+    run.metered = Tokens {
+        input: 240,
+        output: 60,
+        cache_read: 7,
+        ..Tokens::default()
+    };
+    assert_eq!(run.tokens_used(Some(&opencode)), Some(run.metered.clone()));
+    assert_eq!(run.tokens_used(None), Some(run.metered.clone()));
+    // OpenCode's is kept when it is as large: it tells reasoning apart.
+    let fuller = Tokens {
+        input: 240,
+        output: 60,
+        reasoning: 7,
+        ..Tokens::default()
+    };
+    assert_eq!(run.tokens_used(Some(&fuller)), Some(fuller.clone()));
+}

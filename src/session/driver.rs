@@ -51,6 +51,7 @@ impl Driver<'_> {
             sandbox: self.sandbox()?,
             password: store::meta(&self.sql)?.agent_password.unwrap_or_default(),
             dir: current.dir.clone(),
+            answer_by: None,
         })
     }
 

@@ -17,15 +17,22 @@ use serde_json::json;
 impl Driver<'_> {
     /// One look at the working agent.
     pub(super) async fn follow(&self, mut current: Current, run: &RunRecord) -> Result<Next> {
-        let agent = self.agent(&current)?;
-        let session = current.agent_session.clone().unwrap_or_default();
         let max_run_ms = config::max_run_ms(self.env);
+        // A coding run near its deadline stops its agent while its git token is still good.
+        let stop_at = match current.worker {
+            None => current.deadline - runs_config::finish_reserve_ms(max_run_ms),
+            Some(_) => current.deadline,
+        };
+        // No ask of the agent holds this look much past that (a hung agent would hold it for a
+        // whole request timeout): the next look stops the agent.
+        let agent = Agent {
+            answer_by: Some(stop_at),
+            ..self.agent(&current)?
+        };
+        let session = current.agent_session.clone().unwrap_or_default();
         let now = now_ms();
         let late = now > current.deadline;
-        // A coding run near its deadline stops its agent while its git token is still good.
-        let near = current.worker.is_none()
-            && now > current.deadline - runs_config::finish_reserve_ms(max_run_ms);
-        if late || near {
+        if late || now > stop_at {
             let aborted = super::stop::abort_soon(&agent, &session).await;
             if current.worker.is_none() && aborted {
                 // Its work so far is pushed to its branch (`finish`), as a run over its

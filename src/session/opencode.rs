@@ -83,7 +83,13 @@ pub struct Agent {
     pub sandbox: SandboxClient,
     pub password: String,
     pub dir: String,
+    /// When set (ms since the epoch), no ask waits beyond it by more than [`LATE_ASK_MS`]: the
+    /// look at a run nearing its deadline is not held up by an agent that does not answer.
+    pub answer_by: Option<i64>,
 }
+
+/// How long an ask may wait past [`Agent::answer_by`] (as long as an abort is waited for).
+const LATE_ASK_MS: i64 = 3_000;
 
 /// What OpenCode says a session is doing.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,6 +120,18 @@ impl Agent {
         self.sandbox.call(CallPort { request }).await
     }
 
+    /// `timeout_ms`, cut to what is left until [`Agent::answer_by`] (but at least
+    /// [`LATE_ASK_MS`]).
+    fn bounded(&self, timeout_ms: u64) -> u64 {
+        match self.answer_by {
+            Some(by) => {
+                let left = (by - crate::time::now_ms()).max(LATE_ASK_MS);
+                timeout_ms.min(left as u64)
+            }
+            None => timeout_ms,
+        }
+    }
+
     /// A request to OpenCode about this agent's directory, with the session's password.
     fn port_request(
         &self,
@@ -134,7 +152,7 @@ impl Agent {
             path,
             body: body.map(|b| b.to_string()),
             authorization: Some(format!("Basic {auth}")),
-            timeout_ms: Some(timeout_ms),
+            timeout_ms: Some(self.bounded(timeout_ms)),
             watch: None,
             keep: None,
         }
@@ -147,7 +165,7 @@ impl Agent {
         let mut request = self.port_request("GET", "/event", None, REQUEST_TIMEOUT_MS);
         request.watch = Some(Watch {
             text: format!(r#""type":"session.idle","properties":{{"sessionID":"{session}"}}"#),
-            within_ms,
+            within_ms: self.bounded(within_ms),
         });
         let reply = self.sandbox.call(CallPort { request }).await?;
         Ok(reply.seen)

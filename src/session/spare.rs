@@ -117,6 +117,7 @@ impl Driver<'_> {
             sandbox,
             password: meta.agent_password.unwrap_or_default(),
             dir,
+            answer_by: None,
         };
         let (provider, model) = model_of(self.env, run)?;
         let session = agent.create_session("handoff warm-up").await?;

@@ -108,6 +108,8 @@ pub struct WorkerRunView {
     pub log_tail: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub attempts: Option<u32>,
+    /// Agent mode: tokens the agent used (OpenCode's count, or the credential proxy's when that
+    /// is larger).
     pub tokens: Option<Tokens>,
     pub cost_usd: Option<f64>,
     pub error: Option<RunErrorView>,
@@ -126,14 +128,14 @@ pub struct WorkerRunView {
 pub fn run_view(run: RunRecord, now: i64) -> Option<WorkerRunView> {
     let budget = BudgetView::of(&run, now);
     let callback = run.callback.clone().map(CallbackView::from);
+    let (tokens, cost) = match &run.outcome {
+        Some(o) => (run.tokens_used(o.tokens.as_ref()), o.cost_usd),
+        None => (None, None),
+    };
     let worker = run.worker?;
     let outcome = worker.outcome.clone().unwrap_or_default();
     let ended = run.status.is_terminal();
     let spec = worker.spec;
-    let (tokens, cost) = match &run.outcome {
-        Some(o) => (o.tokens.clone(), o.cost_usd),
-        None => (None, None),
-    };
     Some(WorkerRunView {
         sandbox_id: crate::sandboxes::of_session(&run.session_id),
         run_id: run.id,

@@ -49,20 +49,25 @@ fn timed_out_message(run: &Value) -> &str {
     error["message"].as_str().unwrap_or_default()
 }
 
-/// The run once its agent ran its command and the answer that asked for it was written down
-/// with its tokens (the agent then waits on the model). A step merely started is not enough: a
-/// stop while the command runs leaves an answer without usage.
+/// The run once its agent's command has run and the step is written down whole, output and
+/// usage (the agent then waits on the model). A step merely started is not enough: a stop
+/// while the command runs leaves it without its output.
 async fn busy(mcp: &Mcp, run_id: &str) -> Value {
     let run = mcp
         .wait_run(run_id, Duration::from_secs(120), |r| {
-            let tokens = &r["progress"]["tokens"];
-            let used =
-                tokens["input"].as_u64().unwrap_or(0) + tokens["output"].as_u64().unwrap_or(0);
-            (r["progress"]["steps"].as_u64().is_some_and(|s| s >= 1) && used > 0) || terminal(r)
+            step_is(r, "completed") || terminal(r)
         })
         .await;
     assert_eq!(status(&run), "running", "{run:#}");
     run
+}
+
+/// Whether the run's latest step is a command in this state.
+fn step_is(run: &Value, state: &str) -> bool {
+    let steps = run["progress"]["recentSteps"].as_array();
+    steps
+        .and_then(|s| s.last())
+        .is_some_and(|s| s["tool"] == "bash" && s["status"] == state)
 }
 
 #[tokio::test]
@@ -161,13 +166,21 @@ async fn a_run_whose_agent_hangs_ends_timed_out_by_its_deadline_and_its_agent_is
     let (run_id, session) = start(&mcp, json!({"task": TASK, "repository": repository})).await;
     busy(&mcp, &run_id).await;
     freeze_agent(&mcp, &session).await;
+    let frozen = Instant::now();
 
-    // Every ask of the agent now times out, the abort too: the run still ends at its deadline
-    // (give or take one unanswered ask), without a finish that cannot read the agent (nothing
-    // pushed), and the agent is killed.
+    // Every ask of the agent now times out, the abort too: the run still ends by its deadline
+    // (no look waits on the agent for a whole request timeout, 30 s, once the agent is due to
+    // stop), without a finish that cannot read the agent (nothing pushed), and the agent is
+    // killed.
     let run = mcp
         .wait_run(&run_id, Duration::from_secs(150), terminal)
         .await;
+    // The first ask after the freeze would have held the run a whole request timeout.
+    let took = frozen.elapsed();
+    assert!(
+        took < Duration::from_secs(30),
+        "the run ended {took:?} after its agent hung"
+    );
     let message = timed_out_message(&run);
     assert!(
         message.contains("RUN_MAX_DURATION_SECONDS") && message.contains("did not answer"),
@@ -176,4 +189,35 @@ async fn a_run_whose_agent_hangs_ends_timed_out_by_its_deadline_and_its_agent_is
     assert!(run["result"]["branch"].is_null(), "{run:#}");
     let agents = agents_left(&mcp, &session, Duration::from_secs(60)).await;
     assert_eq!(agents, "0", "the hung agent was not stopped");
+}
+
+#[tokio::test]
+async fn a_run_cancelled_while_its_agents_command_runs_reports_the_tokens_it_used() {
+    let stack = stack::shared();
+    let mcp = Mcp::connect(&stack.url()).await;
+    // Its one command takes 15 s; OpenCode writes the usage of the answer that asked for it
+    // only once the command is done.
+    let task = "Fix it, slowly. [scenario:stopped-midway]";
+    let (run_id, _) = start(&mcp, json!({"task": task})).await;
+    let running = mcp
+        .wait_run(&run_id, Duration::from_secs(120), |r| {
+            step_is(r, "running") || terminal(r)
+        })
+        .await;
+    assert_eq!(status(&running), "running", "{running:#}");
+    let cancelled = mcp
+        .call_ok("opencode_cancel_run", json!({"runId": run_id}))
+        .await;
+    assert_eq!(cancelled["cancelled"], true, "{cancelled:#}");
+    let run = mcp
+        .wait_run(&run_id, Duration::from_secs(60), |r| {
+            !r["result"]["transcriptUrl"].is_null()
+        })
+        .await;
+    assert_eq!(status(&run), "cancelled", "{run:#}");
+    // The scripted model's answer counts 120 tokens in and 30 out: the credential proxy
+    // counted it as it passed, and that count is the run's.
+    let tokens = &run["result"]["tokens"];
+    assert!(tokens["input"].as_u64() >= Some(120), "{run:#}");
+    assert!(tokens["output"].as_u64() >= Some(30), "{run:#}");
 }

@@ -6,18 +6,18 @@
 use crate::error::{Error, Result};
 pub(super) use crate::rpc::paginate;
 use crate::runs::{
-    final_progress, Progress, ProgressDetail, RunError, RunErrorCode, RunOutcome, RunRecord,
-    RunSpec, RunStatus, SessionRecord, Transition,
+    final_progress, ProgressDetail, RunError, RunErrorCode, RunOutcome, RunRecord, RunSpec,
+    RunStatus, SessionRecord, Tokens, Transition,
 };
 use crate::sandboxes::SandboxSummary;
 use crate::sandboxes::Status as SandboxStatus;
-use crate::workers::WorkerRunInfo;
 use serde::Deserialize;
 use worker::{SqlStorage, SqlStorageValue as V};
 
 mod callbacks;
 mod json_rows;
 mod mcp_sessions;
+mod run_row;
 mod sandboxes;
 mod sessions;
 mod tasks;
@@ -26,6 +26,7 @@ mod watchdog;
 mod worker_runs;
 pub use callbacks::*;
 pub use mcp_sessions::*;
+use run_row::RunRow;
 pub use sandboxes::*;
 pub use sessions::*;
 pub use tasks::*;
@@ -155,10 +156,11 @@ pub(super) const NO_BOUND: i64 = (1 << 53) - 1;
 const RUN_COLUMNS: &str = "seq, id, session_id, created_by, status, task, title, model, repository, \
     branch, created_at, started_at, completed_at, updated_at, phase, progress_message, progress_at, \
     outcome, error_code, error_message, origin, progress_detail, worker, approval, live_log, \
-    budget, metered_tokens, model_calls, callback_url";
+    budget, metered_tokens, metered_input, metered_output, metered_cache_read, \
+    metered_cache_write, model_calls, callback_url";
 
 /// Columns added after the first schema; added to older databases at start.
-const LATER_COLUMNS: [&str; 11] = [
+const LATER_COLUMNS: [&str; 15] = [
     "ALTER TABLE runs ADD COLUMN origin TEXT",
     "ALTER TABLE runs ADD COLUMN progress_detail TEXT",
     "ALTER TABLE tasks ADD COLUMN exec TEXT",
@@ -170,6 +172,10 @@ const LATER_COLUMNS: [&str; 11] = [
     "ALTER TABLE runs ADD COLUMN metered_tokens INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE runs ADD COLUMN model_calls INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE runs ADD COLUMN callback_url TEXT",
+    "ALTER TABLE runs ADD COLUMN metered_input INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN metered_output INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN metered_cache_read INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN metered_cache_write INTEGER NOT NULL DEFAULT 0",
 ];
 
 /// Indexes over later columns (created once they exist). Coding runs and worker runs are listed
@@ -188,123 +194,6 @@ pub fn create_schema(sql: &SqlStorage) -> Result<()> {
     }
     sql.exec(LATER_INDEXES, None)?;
     Ok(())
-}
-
-#[derive(Deserialize)]
-struct RunRow {
-    seq: i64,
-    id: String,
-    session_id: String,
-    created_by: String,
-    status: String,
-    task: String,
-    title: String,
-    model: Option<String>,
-    repository: Option<String>,
-    branch: Option<String>,
-    created_at: i64,
-    started_at: Option<i64>,
-    completed_at: Option<i64>,
-    updated_at: i64,
-    phase: Option<String>,
-    progress_message: Option<String>,
-    progress_at: Option<i64>,
-    outcome: Option<String>,
-    error_code: Option<String>,
-    error_message: Option<String>,
-    origin: Option<String>,
-    progress_detail: Option<String>,
-    worker: Option<String>,
-    approval: Option<String>,
-    live_log: Option<String>,
-    budget: Option<String>,
-    metered_tokens: Option<i64>,
-    model_calls: Option<i64>,
-    callback_url: Option<String>,
-    /// `[[status, at], …]` in order, when the query asks for it (`get_run`).
-    #[serde(default)]
-    transitions_json: Option<String>,
-    /// `[[phase, at], …]` in order, likewise.
-    #[serde(default)]
-    phases_json: Option<String>,
-}
-
-impl RunRow {
-    fn into_record(self) -> Result<(i64, RunRecord)> {
-        let status = RunStatus::parse(&self.status).ok_or_else(|| {
-            Error::internal(format!(
-                "run {} has unknown status {}",
-                self.id, self.status
-            ))
-        })?;
-        let detail = self
-            .progress_detail
-            .as_deref()
-            .and_then(|json| serde_json::from_str(json).ok());
-        let progress = match (self.phase, self.progress_at) {
-            (Some(phase), Some(updated_at)) => Some(Progress {
-                phase,
-                message: self.progress_message.unwrap_or_default(),
-                updated_at,
-                detail,
-            }),
-            _ => None,
-        };
-        let mut outcome = match self.outcome {
-            Some(json) => Some(serde_json::from_str::<RunOutcome>(&json)?),
-            None => None,
-        };
-        let worker = match self.worker {
-            Some(json) => Some(WorkerRunInfo {
-                spec: serde_json::from_str(&json)?,
-                approval: match self.approval {
-                    Some(a) => Some(serde_json::from_str(&a)?),
-                    None => None,
-                },
-                live_log: self.live_log,
-                outcome: outcome.as_mut().and_then(|o| o.worker.take()),
-            }),
-            None => None,
-        };
-        let error = self.error_code.map(|code| RunError {
-            // Every stored code comes from the registry; an unknown one reads as a failure.
-            code: code.parse().unwrap_or(RunErrorCode::RunFailed),
-            message: self.error_message.unwrap_or_default(),
-        });
-        let record = RunRecord {
-            id: self.id,
-            session_id: self.session_id,
-            created_by: self.created_by,
-            status,
-            task: self.task,
-            title: self.title,
-            model: self.model,
-            repository: self.repository,
-            branch: self.branch,
-            created_at: self.created_at,
-            started_at: self.started_at,
-            completed_at: self.completed_at,
-            updated_at: self.updated_at,
-            origin: self.origin,
-            progress,
-            outcome,
-            error,
-            transitions: Vec::new(),
-            worker,
-            phases: Vec::new(),
-            budget: self
-                .budget
-                .as_deref()
-                .and_then(|json| serde_json::from_str(json).ok()),
-            metered_tokens: self.metered_tokens.unwrap_or(0).max(0) as u64,
-            model_calls: self.model_calls.unwrap_or(0).max(0) as u64,
-            callback: self.callback_url.map(|url| crate::callbacks::Callback {
-                url,
-                delivery: None,
-            }),
-        };
-        Ok((self.seq, record))
-    }
 }
 
 pub(super) fn runs_where(
