@@ -34,6 +34,14 @@ impl Driver<'_> {
         let late = now > current.deadline;
         if late || now > stop_at {
             let aborted = super::stop::abort_soon(&agent, &session).await;
+            if !aborted && !self.daemon_answers().await {
+                // Not the agent but its sandbox is out of reach (a network cut, a daemon
+                // restarting): waited out as any outage is. The look once it is back stops
+                // the agent (late, its work still pushed) instead of giving the run up now.
+                return Err(Error::unavailable(
+                    "the sandbox daemon is not answering at the run's time limit".to_string(),
+                ));
+            }
             if current.worker.is_none() && aborted {
                 // Its work so far is pushed to its branch (`finish`), as a run over its
                 // budget's is (the push's token is good for a while even past the deadline).
@@ -199,6 +207,15 @@ impl Driver<'_> {
             if !matches!(agent.activity(session).await, Ok(Activity::Busy)) {
                 return Next::Now;
             }
+        }
+    }
+
+    /// Whether the sandbox's daemon answers (an agent that does not, inside a sandbox that
+    /// does, is hung).
+    async fn daemon_answers(&self) -> bool {
+        match self.sandbox() {
+            Ok(sandbox) => matches!(sandbox.call(Info {}).await, Ok(info) if info.daemon.is_some()),
+            Err(_) => false,
         }
     }
 

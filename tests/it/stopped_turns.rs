@@ -5,9 +5,11 @@
 
 use crate::agent_runs::start;
 use handoff_tests::callbacks::Receiver;
+use handoff_tests::daemon::Daemon;
 use handoff_tests::mcp::read;
+use handoff_tests::relay::Relay;
 use handoff_tests::runs::{agents_left, repo_name, status, terminal};
-use handoff_tests::stack::{self, SHORT_RUN_SECONDS};
+use handoff_tests::stack::{self, RunStack, SHORT_RUN_SECONDS};
 use handoff_tests::Mcp;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -122,17 +124,72 @@ async fn a_run_out_of_time_keeps_what_its_agent_did_until_then_and_pushes_its_wo
         "{message}"
     );
     assert_turn_kept(&run).await;
-    // The agent was stopped before the deadline, while its git token was good: the file its
-    // command wrote is on the run's branch, without a pull request for unfinished work.
+    // The agent was stopped before the deadline, while its git token was good.
+    assert_work_on_branch(stack, &name, &run_id, &run);
+}
+
+/// The file the agent's command wrote is on the run's branch, and no pull request was opened
+/// for the unfinished work.
+fn assert_work_on_branch(stack: &RunStack, name: &str, run_id: &str, run: &Value) {
     let branch = format!("handoff/{run_id}");
     assert_eq!(run["result"]["branch"], json!(branch), "{run:#}");
     let kept = stack
         .forge
-        .file_on_branch("acme", &name, &branch, "kept.txt")
+        .file_on_branch("acme", name, &branch, "kept.txt")
         .unwrap_or_else(|| panic!("kept.txt is not on {branch}: {run:#}"));
     assert_eq!(kept.trim(), "kept-42");
     assert!(run["result"]["pullRequestUrl"].is_null(), "{run:#}");
     assert!(!stack.forge.pulls().iter().any(|p| p.repo == name));
+}
+
+#[tokio::test]
+async fn a_run_whose_sandbox_is_out_of_reach_at_its_deadline_is_stopped_once_it_is_back() {
+    // The Worker reaches the daemon through a line the test can take down.
+    let daemon = Daemon::start();
+    let line = Relay::start(daemon.port);
+    let seconds = SHORT_RUN_SECONDS.to_string();
+    let stack = RunStack::with_daemon(
+        daemon,
+        &[
+            ("SANDBOX_DAEMON_URL", &line.url()),
+            ("RUN_MAX_DURATION_SECONDS", &seconds),
+        ],
+    );
+    let mcp = Mcp::connect(&stack.url()).await;
+    let name = repo_name("cut-late");
+    let repository = stack.broken_repo(&name);
+    let (run_id, _) = start(&mcp, json!({"task": TASK, "repository": repository})).await;
+    busy(&mcp, &run_id).await;
+    // The daemon is out of reach (every call fails at once, as while it restarts) until the
+    // session has found so at the run's time limit: the agent, working on by itself, cannot
+    // be stopped, and the run waits for its sandbox as it does for any outage instead of
+    // giving up.
+    line.refuse();
+    let waiting = mcp
+        .wait_run(&run_id, Duration::from_secs(120), |r| {
+            terminal(r) || progress_says(r, "time limit")
+        })
+        .await;
+    assert_eq!(status(&waiting), "running", "{waiting:#}");
+    line.heal();
+    // Once it is back, the agent is stopped and its work pushed, late.
+    let run = mcp
+        .wait_run(&run_id, Duration::from_secs(150), terminal)
+        .await;
+    let message = timed_out_message(&run);
+    assert!(
+        message.contains("took longer than") && message.contains("on its branch"),
+        "{message}"
+    );
+    assert_turn_kept(&run).await;
+    assert_work_on_branch(&stack, &name, &run_id, &run);
+}
+
+/// Whether the run's progress line says `words`.
+fn progress_says(run: &Value, words: &str) -> bool {
+    run["progress"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains(words))
 }
 
 #[tokio::test]

@@ -3,7 +3,9 @@
 //! connections are accepted and left silent, as a network partition looks to both ends (no
 //! reset, no refusal, just nothing). Healing drops what was held (those connections timed out
 //! at their ends meanwhile) and relays new connections again. It can also cut itself the moment
-//! a request carrying given bytes is answered: the request arrived, its reply is lost.
+//! a request carrying given bytes is answered: the request arrived, its reply is lost. Or it
+//! can refuse: open connections are closed and new ones closed as they come, as a daemon that
+//! is restarting looks (every call fails at once instead of timing out).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -14,6 +16,8 @@ use std::time::Duration;
 #[derive(Default)]
 struct Line {
     cut: AtomicBool,
+    /// Connections are closed as they come ([`Relay::refuse`]).
+    refusing: AtomicBool,
     /// Counts the cuts: a connection that lived through one is dropped when it heals.
     cuts: AtomicU64,
     stopped: AtomicBool,
@@ -75,8 +79,15 @@ impl Relay {
         self.line.cut.load(Ordering::SeqCst)
     }
 
+    /// Closes every open connection and, until healed, each new one as it comes.
+    pub fn refuse(&self) {
+        self.line.refusing.store(true, Ordering::SeqCst);
+        self.line.cuts.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// Mends the line: connections held through the cut are dropped, new ones relayed.
     pub fn heal(&self) {
+        self.line.refusing.store(false, Ordering::SeqCst);
         self.line.cut.store(false, Ordering::SeqCst);
     }
 }
@@ -100,6 +111,10 @@ fn wait_out(line: &Line, born: u64) -> bool {
 }
 
 fn connect(client: TcpStream, target: u16, line: Arc<Line>) {
+    if line.refusing.load(Ordering::SeqCst) {
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    }
     let born = line.cuts.load(Ordering::SeqCst);
     if !wait_out(&line, born) {
         return;
