@@ -86,7 +86,9 @@ pub async fn run(args: &[String]) {
     };
     tokio::time::sleep(Duration::from_secs(2)).await;
     let out = root().join(format!("target/bench-profile-{call}.cpuprofile"));
-    let named = root().join("build/index_bg.named.wasm");
+    // The names of the wasm this stack serves (the tests' copy, not `build/`, which a build
+    // may have changed since).
+    let named = handoff_tests::bundle::named_wasm();
     let started = Instant::now();
     let before = done.load(Ordering::Relaxed);
     // A copy beside the profile: wrangler dev deletes its own when it stops, and the profile's

@@ -9,12 +9,15 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
-/// The files wrangler serves (`worker/shim.mjs` imports `../index.js`, which imports the wasm).
-const FILES: [&str; 4] = [
+/// The files wrangler serves (`worker/shim.mjs` imports `../index.js`, which imports the wasm),
+/// and the wasm with its function names that the profile bench reads the served one's by
+/// ([`named_wasm`]; never served).
+const FILES: [&str; 5] = [
     "worker/shim.mjs",
     "index.js",
     "index_bg.wasm",
     "package.json",
+    "index_bg.named.wasm",
 ];
 
 /// Copies older than this (other builds, other checkouts' runs) are removed.
@@ -31,6 +34,14 @@ pub fn entry() -> PathBuf {
             )
         })
         .clone()
+}
+
+/// The served wasm of [`entry`]'s copy with its function names kept (the same functions, at the
+/// same indices).
+pub fn named_wasm() -> PathBuf {
+    let entry = entry();
+    let copy = entry.parent().and_then(Path::parent).unwrap_or(&entry);
+    copy.join("index_bg.named.wasm")
 }
 
 /// Copies `build`'s served files into `<into>/<sha256 of them>/` (once per content: a copy is
@@ -107,7 +118,7 @@ mod tests {
         let scratch = crate::scratch_dir("bundle-test");
         let build = scratch.join("build");
         let into = scratch.join("copies");
-        for (file, text) in FILES.iter().zip(["shim", "js", "wasm-1", "{}"]) {
+        for (file, text) in FILES.iter().zip(["shim", "js", "wasm-1", "{}", "named"]) {
             let path = build.join(file);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
