@@ -220,8 +220,11 @@ async fn a_run_whose_agent_hangs_ends_timed_out_by_its_deadline_and_its_agent_is
     let mcp = Mcp::connect(&stack.url()).await;
     let name = repo_name("hung");
     let repository = stack.broken_repo(&name);
+    let started = Instant::now();
     let (run_id, session) = start(&mcp, json!({"task": TASK, "repository": repository})).await;
     busy(&mcp, &run_id).await;
+    // Frozen half-way, so its deadline is well under a request timeout (30 s) away.
+    tokio::time::sleep_until((started + Duration::from_secs(SHORT_RUN_SECONDS / 2)).into()).await;
     freeze_agent(&mcp, &session).await;
     let frozen = Instant::now();
 
