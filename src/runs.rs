@@ -380,8 +380,9 @@ pub struct RunRecord {
     /// The most the run may spend.
     #[serde(default)]
     pub budget: Option<Budget>,
-    /// Tokens the credential proxy counted in the provider's answers (in all, and by kind:
-    /// reasoning is not told apart from output), and the calls it passed.
+    /// Tokens the credential proxy counted in the provider's answers (in all, and by kind as
+    /// OpenCode counts them: Anthropic's answers count reasoning as output), and the calls it
+    /// passed.
     #[serde(default)]
     pub metered_tokens: u64,
     #[serde(default)]

@@ -7,6 +7,11 @@ use crate::runs::Tokens;
 /// event) into `tokens`: OpenAI chat completions and responses, Anthropic messages. The largest
 /// figure seen per field is kept, since streams repeat running totals (Anthropic's
 /// `message_delta`) and the final chunk of an OpenAI stream carries them once.
+///
+/// Kinds are kept apart as OpenCode keeps them, so the two counts compare: OpenAI counts
+/// cached prompt tokens inside the prompt and reasoning inside the completion (each also given
+/// apart, in `…_details`), which are taken out of input and output here; Anthropic counts its
+/// cache apart from the input already and does not tell reasoning apart from output.
 fn take_usage(tokens: &mut Tokens, value: &serde_json::Value) {
     let usage = value
         .get("usage")
@@ -16,21 +21,31 @@ fn take_usage(tokens: &mut Tokens, value: &serde_json::Value) {
         return;
     };
     let field = |name: &str| usage.get(name).and_then(|v| v.as_u64());
+    let detail = |group: &str, name: &str| usage.get(group)?.get(name)?.as_u64();
     let keep = |slot: &mut u64, value: Option<u64>| {
         if let Some(v) = value {
             *slot = (*slot).max(v);
         }
     };
-    // OpenAI counts cached prompt tokens inside the prompt; Anthropic apart from it.
+    let cached = detail("prompt_tokens_details", "cached_tokens")
+        .or(detail("input_tokens_details", "cached_tokens"));
+    let reasoning = detail("completion_tokens_details", "reasoning_tokens")
+        .or(detail("output_tokens_details", "reasoning_tokens"));
+    let input = field("prompt_tokens").or(field("input_tokens"));
+    let output = field("completion_tokens").or(field("output_tokens"));
     keep(
         &mut tokens.input,
-        field("prompt_tokens").or(field("input_tokens")),
+        input.map(|n| n.saturating_sub(cached.unwrap_or(0))),
     );
     keep(
         &mut tokens.output,
-        field("completion_tokens").or(field("output_tokens")),
+        output.map(|n| n.saturating_sub(reasoning.unwrap_or(0))),
     );
-    keep(&mut tokens.cache_read, field("cache_read_input_tokens"));
+    keep(&mut tokens.reasoning, reasoning);
+    keep(
+        &mut tokens.cache_read,
+        field("cache_read_input_tokens").or(cached),
+    );
     keep(
         &mut tokens.cache_write,
         field("cache_creation_input_tokens"),
@@ -148,6 +163,29 @@ mod tests {
         let mut meter = Meter::default();
         meter.feed(responses.as_bytes());
         assert_eq!(meter.finish().total(), 15);
+    }
+
+    #[test]
+    fn cached_and_reasoning_tokens_are_told_apart_as_opencode_counts_them() {
+        let chat = br#"{"usage":{"prompt_tokens":100,"completion_tokens":40,
+            "prompt_tokens_details":{"cached_tokens":60},
+            "completion_tokens_details":{"reasoning_tokens":25}}}"#;
+        let mut meter = Meter::new("application/json");
+        meter.feed(chat);
+        let usage = meter.finish();
+        let kinds = (usage.input, usage.cache_read, usage.output, usage.reasoning);
+        assert_eq!(kinds, (40, 60, 15, 25));
+        // The total is the provider's: what budgets count.
+        assert_eq!(usage.total(), 140);
+
+        let responses = "data: {\"type\":\"response.completed\",\"response\":{\"usage\":\
+            {\"input_tokens\":30,\"output_tokens\":9,\"input_tokens_details\":{\"cached_tokens\":10},\
+            \"output_tokens_details\":{\"reasoning_tokens\":4}}}}\n";
+        let mut meter = Meter::default();
+        meter.feed(responses.as_bytes());
+        let usage = meter.finish();
+        let kinds = (usage.input, usage.cache_read, usage.output, usage.reasoning);
+        assert_eq!(kinds, (20, 10, 5, 4));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Rows read as one JSON object each, built by SQLite: the object's code then takes one value
 //! across the boundary per row and parses it, instead of one crossing per column (a run has
-//! 33). Hot: `opencode_get_result` and `opencode_list_runs` read runs this way.
+//! 34). Hot: `opencode_get_result` and `opencode_list_runs` read runs this way.
 
 use super::{RunRow, RUN_COLUMNS};
 use crate::error::{Error, Result};

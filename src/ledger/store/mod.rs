@@ -156,11 +156,11 @@ pub(super) const NO_BOUND: i64 = (1 << 53) - 1;
 const RUN_COLUMNS: &str = "seq, id, session_id, created_by, status, task, title, model, repository, \
     branch, created_at, started_at, completed_at, updated_at, phase, progress_message, progress_at, \
     outcome, error_code, error_message, origin, progress_detail, worker, approval, live_log, \
-    budget, metered_tokens, metered_input, metered_output, metered_cache_read, \
-    metered_cache_write, model_calls, callback_url";
+    budget, metered_tokens, metered_input, metered_output, metered_reasoning, \
+    metered_cache_read, metered_cache_write, model_calls, callback_url";
 
 /// Columns added after the first schema; added to older databases at start.
-const LATER_COLUMNS: [&str; 15] = [
+const LATER_COLUMNS: [&str; 16] = [
     "ALTER TABLE runs ADD COLUMN origin TEXT",
     "ALTER TABLE runs ADD COLUMN progress_detail TEXT",
     "ALTER TABLE tasks ADD COLUMN exec TEXT",
@@ -176,6 +176,7 @@ const LATER_COLUMNS: [&str; 15] = [
     "ALTER TABLE runs ADD COLUMN metered_output INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE runs ADD COLUMN metered_cache_read INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE runs ADD COLUMN metered_cache_write INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN metered_reasoning INTEGER NOT NULL DEFAULT 0",
 ];
 
 /// Indexes over later columns (created once they exist). Coding runs and worker runs are listed

@@ -36,6 +36,7 @@ pub(super) struct RunRow {
     metered_tokens: Option<i64>,
     metered_input: Option<i64>,
     metered_output: Option<i64>,
+    metered_reasoning: Option<i64>,
     metered_cache_read: Option<i64>,
     metered_cache_write: Option<i64>,
     model_calls: Option<i64>,
@@ -119,7 +120,7 @@ impl RunRow {
             metered: Tokens {
                 input: count(self.metered_input),
                 output: count(self.metered_output),
-                reasoning: 0,
+                reasoning: count(self.metered_reasoning),
                 cache_read: count(self.metered_cache_read),
                 cache_write: count(self.metered_cache_write),
             },

@@ -96,13 +96,15 @@ pub fn record_usage(sql: &SqlStorage, run_id: &str, usage: &Tokens) -> Result<()
     let count = |n: u64| V::from(n.min(i64::MAX as u64) as i64);
     sql.exec(
         "UPDATE runs SET metered_tokens = metered_tokens + ?, metered_input = metered_input + ?, \
-         metered_output = metered_output + ?, metered_cache_read = metered_cache_read + ?, \
+         metered_output = metered_output + ?, metered_reasoning = metered_reasoning + ?, \
+         metered_cache_read = metered_cache_read + ?, \
          metered_cache_write = metered_cache_write + ?, model_calls = model_calls + 1 \
          WHERE id = ?",
         vec![
             count(usage.total()),
             count(usage.input),
             count(usage.output),
+            count(usage.reasoning),
             count(usage.cache_read),
             count(usage.cache_write),
             run_id.into(),
