@@ -422,8 +422,8 @@ impl RunRecord {
     /// The tokens to show for the run beside OpenCode's count (`reported`): the credential
     /// proxy's count instead when it is the larger. OpenCode writes an answer's usage only once
     /// its step ends, so a run stopped while a command ran has none from it for that answer;
-    /// and it leaves out calls it makes on the side (a conversation's title). The proxy counted
-    /// every answer as it passed.
+    /// and it counts only the answers in its conversation. The proxy counted every answer of
+    /// the run as it passed.
     pub fn tokens_used(&self, reported: Option<&Tokens>) -> Option<Tokens> {
         let metered = self.metered.total();
         match reported {
