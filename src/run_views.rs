@@ -54,9 +54,9 @@ pub struct ResultView {
     /// Build and test by-products the agent left that were kept out of the commit
     /// (`__pycache__/`, `*.pyc`, `node_modules/`, `.DS_Store`, `target/`, …).
     pub left_out: Vec<String>,
-    /// Tokens the run used: OpenCode's count, or the credential proxy's when that is larger (a
-    /// run stopped while a command ran; calls OpenCode makes on the side). Anthropic's answers
-    /// count reasoning as output.
+    /// Tokens the run used: OpenCode's count, or the credential proxy's when that is larger
+    /// (OpenCode counts an answer once its step has ended: a run stopped while a command ran).
+    /// Anthropic's answers count reasoning as output.
     pub tokens: Option<Tokens>,
     pub cost_usd: Option<f64>,
     /// Signed link to the full agent transcript (JSON), when one was stored.
