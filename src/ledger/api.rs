@@ -140,8 +140,17 @@ rpc::ops! {
             artifact: crate::artifacts::Artifact,
             stored: bool,
         } => Ack;
-        /// Tokens the credential proxy counted in one model call's answer.
-        record_usage: RecordUsage { run_id: String, usage: Tokens } => Ack;
+        /// Tokens the credential proxy counted in one model call's answer: `tokens` their total,
+        /// `usage` by kind. Both are sent and either may be missing, so a ledger and a proxy of
+        /// different releases (while a deploy rolls out) still count the call: the ledger before
+        /// the kinds read only `tokens`, the proxy before them sent only `tokens`.
+        record_usage: RecordUsage {
+            run_id: String,
+            #[serde(default)]
+            tokens: u64,
+            #[serde(default)]
+            usage: Option<Tokens>,
+        } => Ack;
         /// A progress report; replies the run's status, unchanged.
         progress: Progress {
             run_id: String,
@@ -149,6 +158,15 @@ rpc::ops! {
             message: String,
             detail: Option<ProgressDetail>,
         } => Transitioned;
+    }
+}
+
+impl RecordUsage {
+    /// The call's total (what budgets count) and its tokens by kind, from either release's
+    /// shape: kinds all zero when only the total was sent.
+    pub fn counted(&self) -> (u64, Tokens) {
+        let usage = self.usage.clone().unwrap_or_default();
+        (self.tokens.max(usage.total()), usage)
     }
 }
 
@@ -373,5 +391,52 @@ thread_local! {
 impl McpSessionRef {
     fn cache_key(&self) -> String {
         format!("{}\n{}", self.id, self.principal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shape of the op before the proxy told token kinds apart.
+    #[derive(Deserialize)]
+    struct RecordUsageBefore {
+        run_id: String,
+        tokens: u64,
+    }
+
+    #[test]
+    fn usage_records_are_read_by_a_ledger_of_either_release() {
+        let usage = Tokens {
+            input: 120,
+            output: 30,
+            reasoning: 5,
+            ..Tokens::default()
+        };
+        let op = RecordUsage {
+            run_id: "run-1".into(),
+            tokens: usage.total(),
+            usage: Some(usage.clone()),
+        };
+        let sent = serde_json::to_string(&LedgerRequest::from(op)).unwrap();
+
+        let value: serde_json::Value = serde_json::from_str(&sent).unwrap();
+        let before: RecordUsageBefore =
+            serde_json::from_value(value["record_usage"].clone()).unwrap();
+        assert_eq!((before.run_id.as_str(), before.tokens), ("run-1", 155));
+
+        let LedgerRequest::RecordUsage(now) = serde_json::from_str(&sent).unwrap() else {
+            panic!("not a usage record: {sent}");
+        };
+        assert_eq!(now.counted(), (155, usage));
+    }
+
+    #[test]
+    fn usage_records_of_the_release_before_count_their_total() {
+        let sent = r#"{"record_usage":{"run_id":"run-1","tokens":42}}"#;
+        let LedgerRequest::RecordUsage(op) = serde_json::from_str(sent).unwrap() else {
+            panic!("not a usage record");
+        };
+        assert_eq!(op.counted(), (42, Tokens::default()));
     }
 }

@@ -317,7 +317,8 @@ impl LedgerHandler for Call<'_> {
     }
 
     async fn record_usage(&self, op: RecordUsage) -> Result<Ack> {
-        store::record_usage(&self.sql, &op.run_id, &op.usage)?;
+        let (total, usage) = op.counted();
+        store::record_usage(&self.sql, &op.run_id, total, &usage)?;
         Ok(Ack {})
     }
 

@@ -192,7 +192,8 @@ async fn record(ledger: Ledger, run_id: String, usage: Tokens) {
     let tokens = usage.total();
     let op = RecordUsage {
         run_id: run_id.clone(),
-        usage,
+        tokens,
+        usage: Some(usage),
     };
     if let Err(e) = ledger.call(op).await {
         console_error!("proxy: recording {tokens} tokens of {run_id}: {e}");

@@ -88,8 +88,9 @@ pub struct Agent {
     pub answer_by: Option<i64>,
 }
 
-/// How long an ask may wait past [`Agent::answer_by`] (as long as an abort is waited for).
-const LATE_ASK_MS: i64 = 3_000;
+/// How long an ask may wait past [`Agent::answer_by`], and how long a cancel waits for the
+/// agent to take its abort (`stop.rs`): an agent that has not answered by then is taken as hung.
+pub(super) const LATE_ASK_MS: i64 = 3_000;
 
 /// What OpenCode says a session is doing.
 #[derive(Debug, Clone, PartialEq)]

@@ -16,8 +16,9 @@ use worker::{console_warn, Delay};
 
 /// How long a stopped agent gets to write its aborted turn down before it is killed.
 const ABORT_SETTLE_MS: i64 = 5_000;
-/// How long a cancel (or a run at its deadline) waits for the agent to take its abort.
-const INTERRUPT_WAIT: Duration = Duration::from_secs(3);
+/// How long a cancel (or a run at its deadline) waits for the agent to take its abort: as long
+/// as any late ask (`opencode::LATE_ASK_MS`).
+const INTERRUPT_WAIT: Duration = Duration::from_millis(opencode::LATE_ASK_MS as u64);
 
 /// Ends the run's OpenCode process (best effort).
 async fn kill(agent: &Agent, current: &Current) {
