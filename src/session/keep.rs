@@ -79,19 +79,32 @@ impl Driver<'_> {
             sandbox.call(Info {}).await,
             Ok(info) if info.record.status == Status::Paused
         );
-        if !paused && still_running(&sandbox, &kept).await {
+        if !paused && matches!(still_running(&sandbox, &kept).await, Ok(true)) {
             let _ = sandbox.call(Kill { id: kept.process }).await;
         }
         Ok(None)
     }
 }
 
-/// Whether the kept agent's process is still the one that was started.
-pub(super) async fn still_running(sandbox: &SandboxClient, kept: &KeptAgent) -> bool {
-    matches!(
-        sandbox.call(Process { id: kept.process }).await,
-        Ok(p) if p.running && p.started_at == kept.started_at
-    )
+/// Whether the kept agent's process is still the one that was started; an error when the
+/// sandbox cannot say (a process it does not know is not running).
+pub(super) async fn still_running(sandbox: &SandboxClient, kept: &KeptAgent) -> Result<bool> {
+    match sandbox.call(Process { id: kept.process }).await {
+        Ok(p) => Ok(p.running && p.started_at == kept.started_at),
+        Err(e) if e.kind == ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Stops an agent's process for good: done when the sandbox says it ended or does not know
+/// it, an error when the sandbox cannot be reached (the agent may still run then, and a
+/// second one must not be started beside it).
+pub(super) async fn kill_agent(sandbox: &SandboxClient, process: u64) -> Result<()> {
+    match sandbox.call(Kill { id: process }).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Thaws the kept agent: whether it is still the process that was started, or `None` when the

@@ -4,7 +4,7 @@
 
 use super::driver::{argv, Driver};
 use super::git;
-use super::keep::{still_running, thaw};
+use super::keep::{kill_agent, still_running, thaw};
 use super::opencode;
 use super::policy;
 use super::store::{self, Current, KeptAgent, SandboxBirth};
@@ -12,7 +12,7 @@ use crate::config;
 use crate::error::{Error, Result};
 use crate::ids;
 use crate::runs::RunRecord;
-use crate::sandbox::api::{Exec, Info, Kill, Logs, SandboxClient, Spawn, WriteFile};
+use crate::sandbox::api::{Exec, Info, Logs, SandboxClient, Spawn, WriteFile};
 use crate::time::now_ms;
 use crate::tokens::{self, Service};
 use base64::engine::general_purpose::STANDARD as B64;
@@ -93,20 +93,24 @@ impl Driver<'_> {
                 store::save_meta(&self.sql, &meta)?;
                 return self.save(current);
             }
+            // A sandbox has one agent: the kept one is stopped before another starts, and
+            // when the sandbox cannot say whether it still runs, the step fails (and is tried
+            // again) rather than start a second one beside it.
             let alive = match thawed {
                 Some(alive) => alive,
-                None => still_running(&sandbox, &kept).await,
+                None => still_running(&sandbox, &kept).await?,
             };
             if alive {
-                let _ = sandbox.call(Kill { id: kept.process }).await;
+                kill_agent(&sandbox, kept.process).await?;
             }
             if current.agent_process == Some(kept.process) {
                 current.agent_process = None;
             }
             store::save_meta(&self.sql, &meta)?;
         }
-        if let Some(old) = current.agent_process.take() {
-            let _ = sandbox.call(Kill { id: old }).await;
+        if let Some(old) = current.agent_process {
+            kill_agent(&sandbox, old).await?;
+            current.agent_process = None;
         }
         self.prepare_agent_state(&sandbox).await?;
         let request = StartProcess {
@@ -132,6 +136,9 @@ impl Driver<'_> {
         };
         let process = sandbox.call(Spawn { request }).await?;
         current.agent_process = Some(process.id);
+        // Written down at once: a step that fails from here on (and is tried again) stops this
+        // agent before it starts another.
+        self.save(current)?;
         current.sandbox_born = sandbox.call(Info {}).await?.daemon.map(|d| SandboxBirth {
             created_at: d.created_at,
             container: d.isolation.level == "container",

@@ -459,7 +459,24 @@ async fn attempt_answering(name: &str, body: [&str; 4]) -> String {
         .await;
     assert_eq!(status(&working), "running", "{working:#}");
     let pids = agent_pids(&mcp, &sandbox).await;
-    assert_eq!(pids.len(), 1, "{pids:?}");
+    if pids.len() != 1 {
+        // What ran in the sandbox and what the run went through, to tell how a second agent
+        // came to be.
+        let ps = mcp
+            .call_ok(
+                "sandbox_exec",
+                json!({"sandboxId": &sandbox, "command": "ps -eo pid,etimes,args"}),
+            )
+            .await;
+        let result = mcp
+            .call_ok("opencode_get_result", json!({"runId": &run}))
+            .await;
+        panic!(
+            "{} agents in the sandbox, not one: {pids:?}\n{}\n{result:#}",
+            pids.len(),
+            ps["stdout"].as_str().unwrap_or_default()
+        );
+    }
     mcp.call_ok(
         "sandbox_files_write",
         json!({"sandboxId": &sandbox, "path": "endless.py", "content": HUGE_AGENT}),
