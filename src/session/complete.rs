@@ -11,7 +11,7 @@ use super::turn;
 use crate::artifacts::Artifact;
 use crate::config;
 use crate::config::runs as runs_config;
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 use crate::links;
 use crate::runs::{RunError, RunErrorCode, RunRecord, RunStatus};
 use crate::time::now_ms;
@@ -82,6 +82,11 @@ impl Driver<'_> {
             .await
             {
                 Ok(pushed) => pushed,
+                // The sandbox not answering is an outage, waited out like any other
+                // (`policy::retries`): the work is still in the sandbox, to push once it is back.
+                Err(Failure { error, .. }) if error.kind == ErrorKind::Unavailable => {
+                    return Err(error)
+                }
                 Err(Failure { phase, error }) => {
                     // Only writing the commit needs the disk; a failed push is the remote's.
                     let full = phase == finish::COMMITTING

@@ -237,6 +237,7 @@ async fn runs_outlast_cuts_in_the_network_between_worker_and_daemon() {
     let mcp = Mcp::connect(&stack.url()).await;
     a_run_outlasts_the_line_going_down(&stack, &mcp, &line).await;
     a_task_whose_handing_over_went_unanswered_is_handed_over_once(&stack, &mcp, &line).await;
+    a_run_cut_off_while_its_work_is_committed_pushes_it_once_back(&stack, &mcp, &line).await;
 }
 
 async fn a_run_outlasts_the_line_going_down(stack: &RunStack, mcp: &Mcp, line: &Relay) {
@@ -298,6 +299,46 @@ async fn a_task_whose_handing_over_went_unanswered_is_handed_over_once(
     assert_eq!(run["progress"]["steps"], 111, "{:#}", run["progress"]);
     let heard = of_run().iter().map(|r| r.prompts).max();
     assert_eq!(heard, Some(1), "how many times the model heard the task");
+}
+
+/// The daemon goes out of reach while the run's work is committed (the scenario's clean filter
+/// makes `git add` take seconds a file): the run waits for it, as for an outage at any other
+/// time, instead of failing with the work unpushed, and pushes it and opens its pull request
+/// once the sandbox is back.
+async fn a_run_cut_off_while_its_work_is_committed_pushes_it_once_back(
+    stack: &RunStack,
+    mcp: &Mcp,
+    line: &Relay,
+) {
+    let (run_id, _, repository) = start_fix(mcp, stack, "slow-push").await;
+    let pushing = mcp
+        .wait_run(&run_id, RUN_TIMEOUT, |r| {
+            r["progress"]["phase"] == "pushing" || terminal(r)
+        })
+        .await;
+    assert_eq!(status(&pushing), "running", "{pushing:#}");
+    line.refuse();
+    until_it_says(mcp, &run_id, "not answering").await;
+    // The git commands cut off finish in the sandbox meanwhile (their lock on the index goes
+    // with them): the filter sleeps 6 s for each of the two files.
+    tokio::time::sleep(Duration::from_secs(14)).await;
+    line.heal();
+    let run = mcp.wait_run(&run_id, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&run), "completed", "{run:#}");
+    let branch = format!("handoff/{run_id}");
+    assert_eq!(run["result"]["branch"], json!(branch), "{run:#}");
+    assert!(run["result"]["pullRequestUrl"].is_string(), "{run:#}");
+    let name = repository
+        .trim_end_matches(".git")
+        .rsplit('/')
+        .next()
+        .unwrap();
+    let fixed = stack.forge.file_on_branch("acme", name, &branch, "add.sh");
+    assert_eq!(
+        fixed.as_deref(),
+        Some("#!/bin/sh\necho $(( $1 + $2 ))\n"),
+        "{run:#}"
+    );
 }
 
 #[tokio::test]

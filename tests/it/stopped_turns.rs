@@ -163,13 +163,17 @@ async fn a_run_whose_sandbox_is_out_of_reach_at_its_deadline_is_stopped_once_it_
     // The daemon is out of reach (every call fails at once, as while it restarts) until the
     // session has found so at the run's time limit: the agent, working on by itself, cannot
     // be stopped, and the run waits for its sandbox as it does for any outage instead of
-    // giving up.
+    // giving up. (On a loaded machine the agent may take so long to start that the limit
+    // comes before the cut, which then meets the run pushing: it waits all the same.)
     line.refuse();
     let waiting = mcp
         .wait_run(&run_id, Duration::from_secs(120), |r| {
-            terminal(r) || progress_says(r, "time limit")
+            terminal(r)
+                || progress_says(r, "time limit")
+                || (r["progress"]["phase"] == "finishing" && progress_says(r, "not answering"))
         })
         .await;
+    let cut_while_pushing = waiting["progress"]["phase"] == "finishing";
     assert_eq!(status(&waiting), "running", "{waiting:#}");
     line.heal();
     // Once it is back, the agent is stopped and its work pushed, late.
@@ -178,7 +182,8 @@ async fn a_run_whose_sandbox_is_out_of_reach_at_its_deadline_is_stopped_once_it_
         .await;
     let message = timed_out_message(&run);
     assert!(
-        message.contains("took longer than") && message.contains("on its branch"),
+        (cut_while_pushing || message.contains("took longer than"))
+            && message.contains("on its branch"),
         "{message}"
     );
     assert_turn_kept(&run).await;

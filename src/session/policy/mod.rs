@@ -56,7 +56,8 @@ pub fn waiting_message(error: &str, tolerated_s: i64) -> String {
     }
 }
 
-/// Whether the sandbox carries on by itself in `phase`, so an outage is waited out.
+/// Whether the sandbox carries on by itself in `phase`, or holds the run's work until it is
+/// pushed (`Finishing`), so an outage is waited out.
 pub fn detached(phase: Phase) -> bool {
     matches!(
         phase,
@@ -65,6 +66,7 @@ pub fn detached(phase: Phase) -> bool {
             | Phase::Collecting
             | Phase::Working
             | Phase::Resuming
+            | Phase::Finishing
     )
 }
 
@@ -86,7 +88,9 @@ pub fn health_try_ms(unanswered: u32) -> i64 {
 /// The code of a run whose step in `phase` failed with `kind` for good.
 pub fn failure_code(kind: ErrorKind, phase: Phase) -> RunErrorCode {
     match (kind, phase) {
-        (ErrorKind::Unavailable, Phase::Working | Phase::Executing) => RunErrorCode::SandboxLost,
+        (ErrorKind::Unavailable, Phase::Working | Phase::Executing | Phase::Finishing) => {
+            RunErrorCode::SandboxLost
+        }
         (ErrorKind::Unavailable | ErrorKind::NotConfigured, _) => RunErrorCode::SandboxUnavailable,
         (_, Phase::Cloning) => RunErrorCode::CloneFailed,
         (_, Phase::StartingAgent | Phase::Prompting | Phase::Resuming) => RunErrorCode::AgentFailed,
