@@ -85,7 +85,7 @@ pub fn run(args: &[String]) -> Result {
 
 /// How many integration tests run at once unless `RUST_TEST_THREADS` says: one more than the
 /// cores. Many tests spend part of their time waiting on timers, agents and restarts, so with
-/// one test per core the cores were idle about a third of the time (2 cores: 811 s with 2
+/// one test per core the cores were idle 40 % of the time (2 cores: 811 s with 2
 /// tests at once, 632 s with 3, 618 s with 4).
 fn integration_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get()) + 1

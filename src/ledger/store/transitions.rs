@@ -91,8 +91,9 @@ pub fn transition(
     Ok((to, true))
 }
 
-/// Adds the tokens the credential proxy counted in one model call's answer to its run: `total` is what budgets count, `usage` the same
-/// by kind (all zero when the proxy that counted them did not tell kinds apart).
+/// Adds the tokens the credential proxy counted in one model call's answer to its run: `total`
+/// is what budgets count, `usage` the same by kind (all zero when the proxy that counted them
+/// did not tell kinds apart).
 pub fn record_usage(sql: &SqlStorage, run_id: &str, total: u64, usage: &Tokens) -> Result<()> {
     let count = |n: u64| V::from(n.min(i64::MAX as u64) as i64);
     sql.exec(
