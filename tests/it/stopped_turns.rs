@@ -228,8 +228,10 @@ async fn a_run_whose_agent_hangs_ends_timed_out_by_its_deadline_and_its_agent_is
     let started = Instant::now();
     let (run_id, session) = start(&mcp, json!({"task": TASK, "repository": repository})).await;
     busy(&mcp, &run_id).await;
-    // Frozen half-way, so its deadline is well under a request timeout (30 s) away.
-    tokio::time::sleep_until((started + Duration::from_secs(SHORT_RUN_SECONDS / 2)).into()).await;
+    // Frozen 15 s before its deadline (or at once if later), so the deadline is well under a
+    // request timeout (30 s) away.
+    let freeze_at = started + Duration::from_secs(SHORT_RUN_SECONDS - 15);
+    tokio::time::sleep_until(freeze_at.into()).await;
     freeze_agent(&mcp, &session).await;
     let frozen = Instant::now();
 
