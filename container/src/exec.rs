@@ -1,7 +1,9 @@
 //! Running a command to completion (output capped, head and tail kept) or streaming its output
-//! as it comes. A timeout kills the command's whole process group.
+//! as it comes. A timeout kills the command's whole process group; a caller that goes away
+//! stops it (SIGTERM, then SIGKILL).
 
 use crate::error::{ApiError, Result};
+use crate::group::{self, signal, STOP_GRACE};
 use crate::sandbox::{Registry, Sandbox};
 use handoff_wire::{
     ExecEvent, ExecRequest, ExecResult, HeadTail, EXEC_MAX_TIMEOUT_MS, EXEC_OUTPUT_CAP,
@@ -12,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Child;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedRwLockReadGuard};
 
 fn check_timeout(timeout_ms: u64) -> Result<Duration> {
     if timeout_ms == 0 || timeout_ms > EXEC_MAX_TIMEOUT_MS {
@@ -45,9 +47,70 @@ pub async fn spawn(
 /// Kills the process group led by `child`.
 pub fn kill_group(child: &Child) {
     if let Some(pid) = child.id() {
-        // SAFETY: the child leads its own process group (`process_group(0)`).
-        unsafe {
-            libc::killpg(pid as i32, libc::SIGKILL);
+        signal(pid as i32, libc::SIGKILL);
+    }
+}
+
+/// Stops a command whose caller went away: SIGTERM to its process group, so it can clean up
+/// (git removes its `index.lock`, which SIGKILL would leave behind and so fail every git
+/// command after it), then SIGKILL to whatever of the group is left [`STOP_GRACE`] later.
+async fn stop_group(child: &mut Child) -> Option<std::process::ExitStatus> {
+    let Some(pgid) = child.id().map(|pid| pid as i32) else {
+        return child.wait().await.ok();
+    };
+    signal(pgid, libc::SIGTERM);
+    // The leader is reaped meanwhile; the group lives on while any of it is left.
+    let (status, gone) = tokio::join!(
+        tokio::time::timeout(STOP_GRACE, child.wait()),
+        group::gone_within(pgid, STOP_GRACE)
+    );
+    if !gone {
+        signal(pgid, libc::SIGKILL);
+    }
+    match status {
+        Ok(status) => status.ok(),
+        Err(_) => child.wait().await.ok(),
+    }
+}
+
+/// The command of a request that waits for it to end: stopped ([`stop_group`], holding the
+/// sandbox's gate until it is gone) when the request is dropped first, as when its caller goes
+/// away — the answer can no longer reach anyone, and a retry must not meet it still running.
+struct Attended {
+    child: Option<Child>,
+    gate: Option<OwnedRwLockReadGuard<()>>,
+}
+
+impl Attended {
+    /// Waits up to `timeout` for the command to end (killing its group after it); whether it
+    /// timed out.
+    async fn wait(&mut self, timeout: Duration) -> (Option<std::process::ExitStatus>, bool) {
+        let Some(child) = self.child.as_mut() else {
+            return (None, false);
+        };
+        let outcome = match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(status) => (status.ok(), false),
+            Err(_) => {
+                kill_group(child);
+                (child.wait().await.ok(), true)
+            }
+        };
+        self.child = None;
+        outcome
+    }
+}
+
+impl Drop for Attended {
+    fn drop(&mut self) {
+        let (Some(mut child), gate) = (self.child.take(), self.gate.take()) else {
+            return;
+        };
+        // Outside a runtime (never, in the daemon) the child's `kill_on_drop` ends the leader.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _gate = gate;
+                stop_group(&mut child).await;
+            });
         }
     }
 }
@@ -97,20 +160,18 @@ pub async fn run_argv(
     timeout_ms: u64,
 ) -> Result<ExecResult> {
     let timeout = check_timeout(timeout_ms)?;
-    let _shared = sandbox.gate.shared().await?;
+    let gate = sandbox.gate.shared_owned().await?;
     let started = Instant::now();
     let mut child = spawn(registry, sandbox, argv, cwd, env).await?;
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let out_task = tokio::spawn(capture(stdout));
     let err_task = tokio::spawn(capture(stderr));
-    let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
-        Ok(status) => (status.ok(), false),
-        Err(_) => {
-            kill_group(&child);
-            (child.wait().await.ok(), true)
-        }
+    let mut attended = Attended {
+        child: Some(child),
+        gate: Some(gate),
     };
+    let (status, timed_out) = attended.wait(timeout).await;
     // A background grandchild may hold the pipes open; do not wait for it forever.
     let grace = Duration::from_secs(2);
     let out = tokio::time::timeout(grace, out_task)
@@ -202,8 +263,7 @@ pub async fn stream(
             }
             _ = tx.closed() => {
                 // The client went away: stop the command rather than leave it running.
-                kill_group(&child);
-                (child.wait().await.ok(), false)
+                (stop_group(&mut child).await, false)
             }
         };
         let grace = Duration::from_secs(2);

@@ -17,6 +17,7 @@ mod files;
 #[cfg(test)]
 mod fuzz_tests;
 mod git;
+mod group;
 mod netns;
 mod ports;
 mod processes;

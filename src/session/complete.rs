@@ -5,8 +5,9 @@
 use super::driver::{Driver, Next};
 use super::finish::{self, Failure};
 use super::git::Remote;
+use super::opencode::Agent;
 use super::policy;
-use super::store::{self, Current};
+use super::store::{self, Current, TurnRead};
 use super::turn;
 use crate::artifacts::Artifact;
 use crate::config;
@@ -18,40 +19,29 @@ use crate::time::now_ms;
 use crate::tokens::{self, Service};
 
 impl Driver<'_> {
-    pub(super) async fn finish(&self, current: Current, run: &RunRecord) -> Result<Next> {
+    pub(super) async fn finish(&self, mut current: Current, run: &RunRecord) -> Result<Next> {
         let agent = self.agent(&current)?;
-        let session = current.agent_session.clone().unwrap_or_default();
-        let messages =
-            turn::messages_since(&agent, &session, &current.marker, &turn::TURN_READS).await?;
-        let turn = turn::read_turn(&messages, &current.marker);
-        let transcript = agent.transcript(&session).await;
-        // An agent whose turn ended by itself serves the session's next run.
-        let keep = current.worker.is_none() && current.stop.is_none() && turn.error.is_none();
-        self.release_agent(&current, keep).await?;
-        // Stopped over budget — by the session, or by the proxy refusing the next model call.
-        let stop = current.stop.clone().or_else(|| {
-            turn.error
-                .as_ref()
-                .and_then(|_| run.over_budget(now_ms()).map(|e| e.message()))
-        });
-        // What the turn left is kept whatever happens next: a run that fails from here on
-        // still shows its summary, usage and conversation (and the branch, once pushed).
-        let mut outcome = self.turn_outcome(&run.id, &turn, transcript).await;
-        let summary = outcome.summary.clone();
-        if let (Some(error), None) = (&turn.error, &stop) {
-            let message = format!("the agent's model call failed: {error}");
-            self.fail_with(&current, RunErrorCode::AgentFailed, message, Some(outcome))
-                .await?;
-            return Ok(Next::Now);
-        }
-        let summary = summary.unwrap_or_else(|| "(the agent ended without a summary)".to_string());
+        let read = match current.turn_read.clone() {
+            Some(read) => read,
+            None => match self.read_ended_turn(&mut current, run, &agent).await? {
+                Some(read) => read,
+                None => return Ok(Next::Now),
+            },
+        };
+        let TurnRead {
+            mut outcome,
+            stop,
+            detail,
+        } = read;
+        let summary = (outcome.summary.clone())
+            .unwrap_or_else(|| "(the agent ended without a summary)".to_string());
         outcome.summary = Some(summary.clone());
         if let Some(checkout) = &current.checkout {
             self.report(
                 &current,
                 "pushing",
                 "committing and pushing the changes",
-                Some(turn.detail.clone()),
+                Some(detail),
             )
             .await?;
             // Valid a little past the deadline, so a run stopped near it still pushes.
@@ -154,6 +144,48 @@ impl Driver<'_> {
             .await?;
         store::clear_current(&self.sql)?;
         Ok(Next::Now)
+    }
+
+    /// Reads what the agent's ended turn left — its summary, usage and conversation (stored)
+    /// — and saves it (`Current::turn_read`) before the agent is released; `None` when the
+    /// turn ended on a failed model call, and the run with it.
+    async fn read_ended_turn(
+        &self,
+        current: &mut Current,
+        run: &RunRecord,
+        agent: &Agent,
+    ) -> Result<Option<TurnRead>> {
+        let session = current.agent_session.clone().unwrap_or_default();
+        let messages =
+            turn::messages_since(agent, &session, &current.marker, &turn::TURN_READS).await?;
+        let turn = turn::read_turn(&messages, &current.marker);
+        let transcript = agent.transcript(&session).await;
+        // Stopped over budget — by the session, or by the proxy refusing the next model call.
+        let stop = current.stop.clone().or_else(|| {
+            turn.error
+                .as_ref()
+                .and_then(|_| run.over_budget(now_ms()).map(|e| e.message()))
+        });
+        // What the turn left is kept whatever happens next: a run that fails from here on
+        // still shows its summary, usage and conversation (and the branch, once pushed).
+        let outcome = self.turn_outcome(&run.id, &turn, transcript).await;
+        if let (Some(error), None) = (&turn.error, &stop) {
+            let message = format!("the agent's model call failed: {error}");
+            self.fail_with(current, RunErrorCode::AgentFailed, message, Some(outcome))
+                .await?;
+            return Ok(None);
+        }
+        let read = TurnRead {
+            outcome,
+            stop,
+            detail: turn.detail,
+        };
+        current.turn_read = Some(read.clone());
+        self.save(current)?;
+        // An agent whose turn ended by itself serves the session's next run.
+        let keep = current.worker.is_none() && current.stop.is_none() && turn.error.is_none();
+        self.release_agent(current, keep).await?;
+        Ok(Some(read))
     }
 
     /// The origin links in pull requests should use (the public one, never the sandbox alias).

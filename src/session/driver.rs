@@ -167,7 +167,9 @@ impl Driver<'_> {
             Err(e) => {
                 let code = policy::failure_code(e.kind, phase);
                 let message = policy::failure_message(phase, &e.message);
-                self.fail(&current, code, message).await?;
+                // As the failed step left it (an agent it started, the turn it read).
+                let stored = store::current(&self.sql)?.filter(|c| c.run_id == current.run_id);
+                self.fail(&stored.unwrap_or(current), code, message).await?;
                 Ok(Next::Now)
             }
         }

@@ -133,9 +133,12 @@ impl Driver<'_> {
             cwd: Some(WORKSPACE.to_string()),
             env: launch.env,
             timeout_ms: None,
+            key: Some(current.agent_start_key()),
         };
+        self.save(current)?;
         let process = sandbox.call(Spawn { request }).await?;
         current.agent_process = Some(process.id);
+        current.agent_start = None;
         // Written down at once: a step that fails from here on (and is tried again) stops this
         // agent before it starts another.
         self.save(current)?;

@@ -165,7 +165,9 @@ impl Driver<'_> {
         code: RunErrorCode,
         message: String,
     ) -> Result<()> {
-        self.fail_with(current, code, message, None).await
+        // Once the finish has read the agent's turn, what it left is kept with the failure.
+        let outcome = current.turn_read.as_ref().map(|read| read.outcome.clone());
+        self.fail_with(current, code, message, outcome).await
     }
 
     /// [`Self::fail`], keeping what the agent's turn did until then (a run stopped mid-turn) —

@@ -4,7 +4,7 @@
 
 use crate::artifacts::Artifact;
 use crate::error::Result;
-use crate::runs::{ProgressDetail, RunErrorCode};
+use crate::runs::{ProgressDetail, RunErrorCode, RunOutcome};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::collections::BTreeMap;
 use worker::SqlStorage;
@@ -206,9 +206,39 @@ pub struct Current {
     /// (`resume.rs`, `hand_over`): a message whose marker is not here was never sent.
     #[serde(default)]
     pub handing_over: Option<String>,
+    /// The key of the agent start under way (`StartProcess::key`), saved before it is sent: a
+    /// start sent again after its reply was lost gets the agent started then, not a second.
+    #[serde(default)]
+    pub agent_start: Option<String>,
+    /// What the finish read of the agent's ended turn, saved before its work is committed.
+    #[serde(default)]
+    pub turn_read: Option<TurnRead>,
+}
+
+/// What a run's agent left when its turn ended, read once by the finish and saved before the
+/// work is committed and pushed: a finish tried again (the sandbox was out of reach) goes on
+/// from it without the agent, which may be stopped by then, and a run that fails from there
+/// still shows the turn's summary, usage and conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnRead {
+    pub outcome: RunOutcome,
+    /// Why the agent was stopped early: the run ends failed, saying so, once its work is
+    /// pushed.
+    pub stop: Option<String>,
+    pub detail: ProgressDetail,
 }
 
 impl Current {
+    /// The key of the agent start under way: the one saved by a start whose reply never came
+    /// (the sandbox answers it with the agent it began then), else a new one — to be saved
+    /// before the start is sent.
+    pub fn agent_start_key(&mut self) -> String {
+        let key = self
+            .agent_start
+            .get_or_insert_with(|| crate::ids::new_id("agent_"));
+        key.clone()
+    }
+
     /// A run's state as it begins: preparing its sandbox in the workspace, due by `deadline`.
     pub fn begin(run_id: &str, now: i64, deadline: i64) -> Current {
         Current {
@@ -237,6 +267,8 @@ impl Current {
             stop_code: None,
             handing_over: None,
             failing_since: None,
+            agent_start: None,
+            turn_read: None,
         }
     }
 }

@@ -32,6 +32,7 @@ pub async fn start_exec(
             cwd: p.cwd,
             env,
             timeout_ms: Some(timeout_ms),
+            key: None,
         };
         let info = client
             .call(Spawn { request })

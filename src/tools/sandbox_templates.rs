@@ -348,6 +348,7 @@ impl ToolHandler for CreateTemplate {
                     cwd: Some(WORKSPACE.to_string()),
                     env: BTreeMap::new(),
                     timeout_ms: Some(templates::BUILD_TIMEOUT_MS),
+                    key: None,
                 };
                 let process = match client.call(Spawn { request }).await {
                     Ok(process) => process,

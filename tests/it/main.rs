@@ -12,6 +12,7 @@ mod conformance;
 mod daemon_api;
 mod daemon_delete;
 mod daemon_limits;
+mod daemon_requests;
 mod daemon_snapshot;
 mod deploy;
 mod desktop;

@@ -9,13 +9,17 @@
 //! is stopped after `RUN_MODEL_STALL_SECONDS` and handed its turn back the same way; one that
 //! never comes back ends the run failed, saying so. A cut in the network between the Worker and
 //! the daemon is waited out (the run says it waits) and the run completes once it heals; one
-//! that hid whether the agent got its task does not have it sent twice. A run
+//! that hid whether the agent got its task does not have it sent twice, nor one that hid the
+//! agent's start a second agent started; one that outlasts
+//! `RUN_DAEMON_OUTAGE_SECONDS` while the work is committed fails keeping the agent's turn. A run
 //! whose agent fills the sandbox's disk fails saying the disk is full, and its work is delivered
 //! by the session's next run once space is freed.
 
 use handoff_tests::daemon::Daemon;
 use handoff_tests::relay::Relay;
-use handoff_tests::runs::{agent_pids, phases, repo_name, status, terminal};
+use handoff_tests::runs::{
+    agent_pids, daemon_processes, is_agent, phases, repo_name, status, terminal,
+};
 use handoff_tests::stack::{self, RunStack};
 use handoff_tests::Mcp;
 use serde_json::{json, Value};
@@ -301,6 +305,20 @@ async fn a_task_whose_handing_over_went_unanswered_is_handed_over_once(
     assert_eq!(heard, Some(1), "how many times the model heard the task");
 }
 
+/// Starts a run whose `git add` takes seconds a file (the scenario's clean filter) and takes
+/// the line down as its work is committed; returns (runId, repository).
+async fn cut_off_while_pushing(stack: &RunStack, mcp: &Mcp, line: &Relay) -> (String, String) {
+    let (run_id, _, repository) = start_fix(mcp, stack, "slow-push").await;
+    let pushing = mcp
+        .wait_run(&run_id, RUN_TIMEOUT, |r| {
+            r["progress"]["phase"] == "pushing" || terminal(r)
+        })
+        .await;
+    assert_eq!(status(&pushing), "running", "{pushing:#}");
+    line.refuse();
+    (run_id, repository)
+}
+
 /// The daemon goes out of reach while the run's work is committed (the scenario's clean filter
 /// makes `git add` take seconds a file): the run waits for it, as for an outage at any other
 /// time, instead of failing with the work unpushed, and pushes it and opens its pull request
@@ -310,18 +328,10 @@ async fn a_run_cut_off_while_its_work_is_committed_pushes_it_once_back(
     mcp: &Mcp,
     line: &Relay,
 ) {
-    let (run_id, _, repository) = start_fix(mcp, stack, "slow-push").await;
-    let pushing = mcp
-        .wait_run(&run_id, RUN_TIMEOUT, |r| {
-            r["progress"]["phase"] == "pushing" || terminal(r)
-        })
-        .await;
-    assert_eq!(status(&pushing), "running", "{pushing:#}");
-    line.refuse();
+    let (run_id, repository) = cut_off_while_pushing(stack, mcp, line).await;
     until_it_says(mcp, &run_id, "not answering").await;
-    // The git commands cut off finish in the sandbox meanwhile (their lock on the index goes
-    // with them): the filter sleeps 6 s for each of the two files.
-    tokio::time::sleep(Duration::from_secs(14)).await;
+    // At once: the daemon stopped the git command cut off (SIGTERM: its lock on the index went
+    // with it), so the commit tried again does not meet it.
     line.heal();
     let run = mcp.wait_run(&run_id, RUN_TIMEOUT, terminal).await;
     assert_eq!(status(&run), "completed", "{run:#}");
@@ -339,6 +349,84 @@ async fn a_run_cut_off_while_its_work_is_committed_pushes_it_once_back(
         Some("#!/bin/sh\necho $(( $1 + $2 ))\n"),
         "{run:#}"
     );
+}
+
+#[tokio::test]
+async fn runs_outlast_lost_answers_and_fail_keeping_their_turn_when_the_sandbox_stays_away() {
+    // The daemon, behind a line the test takes down, is waited for 10 s here; every run starts
+    // its own agent (no spare sessions).
+    let daemon = Daemon::start();
+    let line = Relay::start(daemon.port);
+    let stack = RunStack::with_daemon(
+        daemon,
+        &[
+            ("SANDBOX_DAEMON_URL", &line.url()),
+            ("RUN_DAEMON_OUTAGE_SECONDS", "10"),
+            ("RUN_SPARE_SESSIONS", "0"),
+        ],
+    );
+    let mcp = Mcp::connect(&stack.url()).await;
+    an_agent_start_whose_answer_was_lost_starts_one_agent(&stack, &mcp, &line).await;
+    a_run_whose_sandbox_stays_away_while_its_work_is_committed_fails_keeping_its_turn(
+        &stack, &mcp, &line,
+    )
+    .await;
+}
+
+/// The line goes down as the daemon answers the start of the run's agent, so the session never
+/// hears that it started: the start sent again (with the same key) gets that agent, and the
+/// sandbox has started one.
+async fn an_agent_start_whose_answer_was_lost_starts_one_agent(
+    stack: &RunStack,
+    mcp: &Mcp,
+    line: &Relay,
+) {
+    line.cut_at_reply_to(r#""opencode","serve""#);
+    let (run_id, session, _) = start_fix(mcp, stack, "fix-add").await;
+    let deadline = std::time::Instant::now() + RUN_TIMEOUT;
+    while !line.is_cut() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent was never started"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    line.heal();
+    until_fixed(mcp, &run_id).await;
+    let sandbox = format!("sbx_{}", session.trim_start_matches("ses_"));
+    let processes = daemon_processes(stack, &sandbox).await;
+    let agents: Vec<&Value> = processes.iter().filter(|p| is_agent(p)).collect();
+    assert_eq!(agents.len(), 1, "agents started: {agents:#?}");
+}
+
+/// The daemon goes out of reach while the run's work is committed and stays away: the run
+/// fails `sandbox_lost` once `RUN_DAEMON_OUTAGE_SECONDS` have passed, keeping its agent's turn.
+async fn a_run_whose_sandbox_stays_away_while_its_work_is_committed_fails_keeping_its_turn(
+    stack: &RunStack,
+    mcp: &Mcp,
+    line: &Relay,
+) {
+    let (run_id, _) = cut_off_while_pushing(stack, mcp, line).await;
+    let run = mcp.wait_run(&run_id, RUN_TIMEOUT, terminal).await;
+    assert_eq!(status(&run), "failed", "{run:#}");
+    let (code, message) = error_of(&run);
+    assert_eq!(code, "sandbox_lost", "{run:#}");
+    assert!(
+        message.contains("sandbox daemon did not answer"),
+        "{message}"
+    );
+    // What the agent's turn left is kept with the failure: its last words, usage and
+    // conversation (read before the work was committed; the sandbox never came back).
+    let result = &run["result"];
+    assert_eq!(result["summary"], "Fixed add.sh (slowly).", "{run:#}");
+    assert!(result["tokens"]["input"].as_u64() > Some(0), "{run:#}");
+    let transcript = result["transcriptUrl"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no transcript: {run:#}"));
+    let read = handoff_tests::mcp::read(reqwest::get(transcript).await.unwrap()).await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert!(read.body.contains("Fixed add.sh"), "{}", read.body);
 }
 
 #[tokio::test]

@@ -68,8 +68,9 @@ pub async fn agent_pids(mcp: &Mcp, sandbox: &str) -> Vec<String> {
         .collect()
 }
 
-/// When the daemon started the sandbox's running `opencode serve` (ms since the epoch).
-pub async fn agent_started_at(stack: &crate::stack::RunStack, sandbox: &str) -> i64 {
+/// The background processes the daemon has started in `sandbox` (running and ended), asked of
+/// the daemon directly.
+pub async fn daemon_processes(stack: &crate::stack::RunStack, sandbox: &str) -> Vec<Value> {
     // A client for the existing sandbox (no create: that would reset its spec).
     let daemon = crate::daemon::Client {
         http: reqwest::Client::new(),
@@ -81,16 +82,23 @@ pub async fn agent_started_at(stack: &crate::stack::RunStack, sandbox: &str) -> 
         .send(reqwest::Method::GET, "/processes", None)
         .await
         .json();
-    listed["processes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| {
-            let command = p["command"].as_str().unwrap_or_default();
-            p["running"] == true && command.contains("opencode") && command.contains("serve")
-        })
+    listed["processes"].as_array().cloned().unwrap_or_default()
+}
+
+/// Whether a process the daemon lists is an `opencode serve`.
+pub fn is_agent(process: &Value) -> bool {
+    let command = process["command"].as_str().unwrap_or_default();
+    command.contains("opencode") && command.contains("serve")
+}
+
+/// When the daemon started the sandbox's running `opencode serve` (ms since the epoch).
+pub async fn agent_started_at(stack: &crate::stack::RunStack, sandbox: &str) -> i64 {
+    let processes = daemon_processes(stack, sandbox).await;
+    processes
+        .iter()
+        .find(|p| p["running"] == true && is_agent(p))
         .and_then(|p| p["started_at"].as_i64())
-        .unwrap_or_else(|| panic!("no running OpenCode: {listed:#}"))
+        .unwrap_or_else(|| panic!("no running OpenCode: {processes:#?}"))
 }
 
 /// The state letter(s) `ps` shows for `pid` in the sandbox (`T` when stopped).

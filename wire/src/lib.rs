@@ -169,7 +169,15 @@ pub struct StartProcess {
     /// absent: it runs until it ends or is killed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Names this start (at most [`PROCESS_KEY_MAX`] bytes): a start sent again with the key
+    /// of a process the sandbox still knows (running or ended) answers with that process
+    /// instead of starting another, so a start whose reply was lost can be sent again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
+
+/// The longest [`StartProcess::key`], in bytes.
+pub const PROCESS_KEY_MAX: usize = 128;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessInfo {

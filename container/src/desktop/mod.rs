@@ -100,6 +100,7 @@ async fn ensure(
             cwd: None,
             env: BTreeMap::new(),
             timeout_ms: None,
+            key: None,
         },
     )
     .await?;
@@ -138,6 +139,7 @@ async fn ensure(
             cwd: None,
             env: env(),
             timeout_ms: None,
+            key: None,
         },
     )
     .await?;
@@ -393,6 +395,7 @@ async fn stream(
         cwd: None,
         env: env(),
         timeout_ms: None,
+        key: None,
     };
     let vnc = processes::start(
         registry,

@@ -3,12 +3,15 @@
 
 use crate::clock::now_ms;
 use crate::error::{ApiError, Result};
+use crate::group::{self, signal, STOP_GRACE};
 use crate::sandbox::{Registry, Sandbox};
-use table::{signal, Entry, MAX_TRACKED};
+use table::{Entry, MAX_TRACKED};
 
 mod oom;
 pub mod table;
-use handoff_wire::{ProcessInfo, ProcessLogs, StartProcess, EXEC_MAX_TIMEOUT_MS, EXEC_OUTPUT_CAP};
+use handoff_wire::{
+    ProcessInfo, ProcessLogs, StartProcess, EXEC_MAX_TIMEOUT_MS, EXEC_OUTPUT_CAP, PROCESS_KEY_MAX,
+};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -31,6 +34,21 @@ pub async fn start(
         )));
     }
     let table = &sandbox.processes;
+    let _keyed = match &req.key {
+        Some(key) => {
+            if key.is_empty() || key.len() > PROCESS_KEY_MAX {
+                return Err(ApiError::bad_request(format!(
+                    "key must be 1 to {PROCESS_KEY_MAX} bytes"
+                )));
+            }
+            let one_at_a_time = table.keyed_start.lock().await;
+            if let Some(started) = table.keyed(key) {
+                return Ok(started);
+            }
+            Some(one_at_a_time)
+        }
+        None => None,
+    };
     table.prune();
     if table.running_count() >= MAX_TRACKED {
         return Err(ApiError::conflict(format!(
@@ -73,6 +91,7 @@ pub async fn start(
     let entry = Arc::new(Mutex::new(Entry {
         info: info.clone(),
         pgid: child.id().map(|p| p as i32),
+        key: req.key.clone(),
         oom_saved: Default::default(),
     }));
     table.lock().insert(id, entry.clone());
@@ -206,7 +225,7 @@ async fn ended_within(entry: &Mutex<Entry>, limit: Duration) -> bool {
 }
 
 /// SIGTERM to the process group (continued, should it be frozen, so it can act on it), SIGKILL
-/// two seconds later if it is still running.
+/// to what is left of it two seconds later.
 pub async fn kill(sandbox: &Sandbox, id: u64) -> Result<ProcessInfo> {
     let entry = sandbox.processes.get(id)?;
     let (pgid, running) = {
@@ -220,9 +239,9 @@ pub async fn kill(sandbox: &Sandbox, id: u64) -> Result<ProcessInfo> {
     if let (Some(pgid), true) = (pgid, running) {
         signal(pgid, libc::SIGTERM);
         signal(pgid, libc::SIGCONT);
-        ended_within(&entry, Duration::from_secs(2)).await;
-        // Also whatever of the group outlived its leader.
-        signal(pgid, libc::SIGKILL);
+        if !group::gone_within(pgid, STOP_GRACE).await {
+            signal(pgid, libc::SIGKILL);
+        }
         ended_within(&entry, Duration::from_secs(1)).await;
     }
     let info = entry

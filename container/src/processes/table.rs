@@ -2,6 +2,7 @@
 //! runs, its process group, and the signals that end them.
 
 use crate::error::{ApiError, Result};
+use crate::group::signal;
 use handoff_wire::ProcessInfo;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,10 +18,14 @@ pub struct Table {
     pub(crate) logs: PathBuf,
     pub(crate) next: AtomicU64,
     entries: Mutex<BTreeMap<u64, Arc<Mutex<Entry>>>>,
+    /// Held by a keyed start from its look for the key until its entry is in the table.
+    pub(crate) keyed_start: tokio::sync::Mutex<()>,
 }
 
 pub(crate) struct Entry {
     pub(crate) info: ProcessInfo,
+    /// The key it was started with (`StartProcess::key`).
+    pub(crate) key: Option<String>,
     pub(crate) pgid: Option<i32>,
     /// While frozen: the members' `oom_score_adj` before (see [`super::oom`]).
     pub(crate) oom_saved: super::oom::Saved,
@@ -32,6 +37,7 @@ impl Table {
             logs,
             next: AtomicU64::new(1),
             entries: Mutex::new(BTreeMap::new()),
+            keyed_start: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -51,6 +57,14 @@ impl Table {
             .values()
             .filter_map(|e| e.lock().ok().map(|e| e.info.clone()))
             .collect()
+    }
+
+    /// The process started with `key`, while the table remembers it.
+    pub(crate) fn keyed(&self, key: &str) -> Option<ProcessInfo> {
+        self.lock().values().find_map(|e| {
+            let e = e.lock().ok()?;
+            (e.key.as_deref() == Some(key)).then(|| e.info.clone())
+        })
     }
 
     pub(crate) fn get(&self, id: u64) -> Result<Arc<Mutex<Entry>>> {
@@ -106,12 +120,5 @@ impl Table {
                 None => break,
             }
         }
-    }
-}
-
-pub(crate) fn signal(pgid: i32, sig: i32) {
-    // SAFETY: pgid leads a group this daemon created with `process_group(0)`.
-    unsafe {
-        libc::killpg(pgid, sig);
     }
 }

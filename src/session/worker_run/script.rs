@@ -89,6 +89,14 @@ impl Driver<'_> {
             env,
             // The daemon keeps limits up to its maximum; longer ones the driver keeps.
             timeout_ms: Some(limit_ms.min(EXEC_MAX_TIMEOUT_MS)),
+            // One per pass and attempt (counted once it started): an attempt whose start is
+            // sent again after its reply was lost gets the script started then, not a second.
+            key: Some(format!(
+                "{}-{}-{}",
+                run.id,
+                if state.apply { "apply" } else { "script" },
+                state.attempts
+            )),
         };
         let info = self.sandbox()?.call(Spawn { request }).await?;
         if run.status == crate::runs::RunStatus::Starting {
