@@ -63,6 +63,48 @@ async fn committing(
     Ok(result.stdout.trim().to_string())
 }
 
+/// [`committing`] for a command that writes the index. A lock that an earlier git left behind
+/// (the agent's, killed midway at its command's timeout) fails it: the lock is removed when
+/// no git runs in the sandbox, and the command tried once more.
+async fn writing_index(
+    sandbox: &SandboxClient,
+    dir: &str,
+    args: &[&str],
+) -> std::result::Result<String, Failure> {
+    match committing(sandbox, dir, args).await {
+        Err(failure)
+            if failure.error.message.contains("index.lock")
+                && clear_stale_lock(sandbox, dir).await =>
+        {
+            committing(sandbox, dir, args).await
+        }
+        done => done,
+    }
+}
+
+/// Removes the checkout's `.git/index.lock` unless a git process runs in the sandbox (read
+/// from `/proc`, which every sandbox has); whether it did.
+const CLEAR_STALE_LOCK: &str = "for comm in /proc/[0-9]*/comm; do \
+     read -r name < \"$comm\" && [ \"$name\" = git ] && exit 3; done 2>/dev/null; \
+     rm -f .git/index.lock";
+
+async fn clear_stale_lock(sandbox: &SandboxClient, dir: &str) -> bool {
+    let request = ExecRequest {
+        command: String::new(),
+        argv: Some(
+            ["/bin/sh", "-c", CLEAR_STALE_LOCK]
+                .map(String::from)
+                .to_vec(),
+        ),
+        cwd: Some(dir.to_string()),
+        env: BTreeMap::new(),
+        timeout_ms: 10_000,
+        credentials: Vec::new(),
+    };
+    let cleared = sandbox.call(Exec { request }).await;
+    cleared.is_ok_and(|r| r.exit_code == Some(0))
+}
+
 /// Commits what the agent changed and pushes it as `handoff/<runId>`; `None` when nothing
 /// changed. Commands that do not depend on each other run at once (each is a round trip to the
 /// sandbox): the checks before staging, the two listings after it, and — once the commit is
@@ -157,12 +199,12 @@ async fn commit(
     let branch = branch?;
     excludes?;
     if branch == checkout.base_branch || branch == "HEAD" {
-        committing(sandbox, dir, &["checkout", "-q", "-B", own_branch]).await?;
+        writing_index(sandbox, dir, &["checkout", "-q", "-B", own_branch]).await?;
     }
     // `git add -A` with the by-product rules as excludes (they apply to untracked files only,
     // so a repository that tracks such a path keeps its changes).
     let excludes = format!("core.excludesFile={}", git::BY_PRODUCTS_FILE);
-    committing(sandbox, dir, &["-c", &excludes, "add", "-A"]).await?;
+    writing_index(sandbox, dir, &["-c", &excludes, "add", "-A"]).await?;
     // What is still untracked and not ignored by the repository is what the rules kept out.
     let untracked = ["ls-files", "--others", "--exclude-standard", "--directory"];
     let (left_out, staged) = futures::try_join!(

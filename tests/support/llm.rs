@@ -83,6 +83,11 @@ pub fn script(scenario: &str, step: usize) -> Reply {
             ),
             _ => Reply::Text("Fixed add.sh (slowly).".into()),
         },
+        // Fixes add.sh, and leaves the index lock of a git killed midway behind.
+        "stale-lock" => match step {
+            0 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh && : > .git/index.lock"),
+            _ => Reply::Text("Fixed add.sh; my git was killed midway.".into()),
+        },
         // Leaves what builds and tests leave behind, some committed by the agent itself.
         "by-products" => match step {
             0 => bash("printf '#!/bin/sh\\necho $(( $1 + $2 ))\\n' > add.sh && mkdir -p __pycache__ node_modules/left-pad && echo x > __pycache__/add.cpython-311.pyc && echo y > node_modules/left-pad/index.js && echo z > .DS_Store && git add -A && git -c user.name=agent -c user.email=agent@example.invalid commit -qm 'Fix add' && echo late > helper.pyc && echo notes > NOTES.md"),
