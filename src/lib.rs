@@ -43,6 +43,7 @@ mod sandbox;
 mod sandboxes;
 mod seal;
 mod session;
+mod suggest;
 mod templates;
 mod time;
 mod tokens;

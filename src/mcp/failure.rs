@@ -57,7 +57,7 @@ pub fn of_call(id: &RequestId, e: crate::tools::CallError) -> Failure {
         }
         CallError::UnknownTool(name) => Failure::Rpc(jsonrpc::invalid_params(
             id.clone(),
-            format!("unknown tool {name:?}; call tools/list for the available tools"),
+            crate::tools::unknown_tool_message(&name),
         )),
         CallError::Failed(e) => failure_of(id, &e, ErrorCode::INVALID_PARAMS),
     }

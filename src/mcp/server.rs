@@ -199,7 +199,7 @@ async fn call_tool(
             check_session(ctx, &id).await?;
             return Err(Failure::Rpc(jsonrpc::invalid_params(
                 id,
-                format!("unknown tool {name:?}; call tools/list for the available tools"),
+                crate::tools::unknown_tool_message(&name),
             )));
         }
         Err(CallError::InvalidArguments(message)) => {

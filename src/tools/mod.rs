@@ -200,6 +200,21 @@ pub fn run_result(ctx: &Ctx<'_>, run: crate::runs::RunRecord) -> CallToolResult 
     result
 }
 
+/// The refusal of a call to a tool that does not exist, naming the tools it may have meant.
+pub fn unknown_tool_message(name: &str) -> String {
+    let hint = match crate::suggest::similar(name, NAMES).as_slice() {
+        [] => String::new(),
+        [one] => format!(" (did you mean {one:?}?)"),
+        many => format!(" (did you mean one of {}?)", quoted(many)),
+    };
+    format!("unknown tool {name:?}{hint}; call tools/list for the available tools")
+}
+
+fn quoted(names: &[&str]) -> String {
+    let names: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    names.join(", ")
+}
+
 /// A tool execution error (`isError: true`) carrying `message`.
 pub fn error_result(message: &str) -> CallToolResult {
     failure(&Error::invalid(message))
@@ -224,6 +239,9 @@ macro_rules! tool_set {
         pub fn list_result() -> Value {
             catalog::list()
         }
+
+        /// Every tool's name, in the order `tools/list` shows them.
+        const NAMES: &[&str] = &[$(<$tool as ToolHandler>::NAME),+];
 
         /// Whether the named tool takes task-augmented calls.
         pub fn supports_tasks(name: &str) -> bool {

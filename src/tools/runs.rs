@@ -131,7 +131,7 @@ impl ToolHandler for GetResult {
                 if let Some(error) = &result.error {
                     parts.push(format!("Error {}: {}", error.code.as_str(), error.message));
                 }
-                parts.join(". ")
+                sentences(&parts)
             }
             (None, Some(p)) => format!(
                 "{head} ({}: {}). Poll again in 30-60 seconds.",
@@ -333,9 +333,42 @@ pub(super) fn decode_cursor(list: &str, cursor: Option<&str>) -> Result<Option<i
         })
 }
 
+/// Parts joined as sentences with ". ", without doubling the stop a part (the agent's summary,
+/// an error message) already ends with.
+fn sentences(parts: &[String]) -> String {
+    let mut text = String::new();
+    for part in parts {
+        if !text.is_empty() {
+            text.push_str(if text.ends_with(['.', '!', '?']) {
+                " "
+            } else {
+                ". "
+            });
+        }
+        text.push_str(part.trim_end());
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sentences_keep_one_stop_between_parts() {
+        let parts = [
+            "Run r is completed",
+            "Summary: Fixed it.",
+            "Pull request: u",
+            "Error x: gone!  ",
+        ];
+        let parts: Vec<String> = parts.iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            sentences(&parts),
+            "Run r is completed. Summary: Fixed it. Pull request: u. Error x: gone!"
+        );
+        assert_eq!(sentences(&[]), "");
+    }
 
     #[test]
     fn cursors_round_trip_and_reject_foreign_values() {

@@ -66,7 +66,7 @@ impl<'a> Fields<'a> {
     pub fn only(&self, known: &[&str], problems: &mut Vec<Problem>) {
         for key in self.map.keys() {
             if !known.contains(&key.as_str()) {
-                let hint = closest(key, known)
+                let hint = crate::suggest::closest(key, known)
                     .map(|k| format!("; did you mean {k:?}?"))
                     .unwrap_or_else(|| format!("; known fields: {}", known.join(", ")));
                 problems.push(Problem::new(
@@ -256,41 +256,14 @@ fn with_unit(text: &str, units: &[(&str, u64)]) -> Option<u64> {
     n.checked_mul(factor)
 }
 
-/// The known key nearest to a misspelt one (edit distance at most 2).
-fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
-    known
-        .iter()
-        .map(|k| (distance(key, k), *k))
-        .filter(|(d, _)| *d <= 2)
-        .min()
-        .map(|(_, k)| k)
-}
-
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn units_and_suggestions() {
+    fn units() {
         assert_eq!(with_unit("10m", &[("m", 60)]), Some(600));
         assert_eq!(with_unit("5 MiB", &[("MiB", 1 << 20)]), Some(5 << 20));
         assert_eq!(with_unit("5 parsecs", &[("m", 60)]), None);
-        assert_eq!(closest("timout", &["timeout", "tools"]), Some("timeout"));
-        assert_eq!(closest("zzzzzz", &["timeout"]), None);
     }
 }

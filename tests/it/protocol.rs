@@ -479,10 +479,22 @@ async fn malformed_messages_get_json_rpc_errors() {
     );
     let unknown_tool = mcp.call("no_such_tool", json!({})).await;
     assert_eq!(unknown_tool["error"]["code"], -32602);
-    assert!(unknown_tool["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("tools/list"));
+    let message = unknown_tool["error"]["message"].as_str().unwrap();
+    assert!(message.contains("tools/list"), "{message}");
+    assert!(!message.contains("did you mean"), "{message}");
+    // A name of the right words in the wrong order, or misspelt, is answered with the tool meant.
+    for (guess, meant) in [
+        ("sandbox_read_file", "\"sandbox_files_read\""),
+        ("opencode_get_results", "\"opencode_get_result\""),
+    ] {
+        let reply = mcp.call(guess, json!({})).await;
+        assert_eq!(reply["error"]["code"], -32602);
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("did you mean {meant}?")),
+            "{message}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -36,6 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "run_views",
             "runs",
             "sandboxes",
+            "suggest",
             "templates",
             "json_cost",
             "time",
