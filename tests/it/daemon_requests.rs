@@ -1,5 +1,6 @@
 //! Requests to the sandbox daemon that do not get their answer: a caller that goes away while
-//! its command runs, and a background start sent again because its reply was lost.
+//! its command runs, and a background start sent again because its reply was lost (also after
+//! the table has let the process go).
 
 use crate::daemon_api::daemon;
 use handoff_tests::daemon::Client;
@@ -170,4 +171,45 @@ async fn a_background_start_sent_again_with_its_key_starts_nothing_more() {
         .await;
     assert_eq!(refused.status, 400, "{}", refused.body);
     assert!(refused.body.contains("key"), "{}", refused.body);
+}
+
+/// The ids of the processes the sandbox's table lists.
+async fn listed(c: &Client) -> Vec<u64> {
+    let list = c.send(reqwest::Method::GET, "/processes", None).await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    list.json()["processes"]
+        .as_array()
+        .map(|all| all.iter().filter_map(|p| p["id"].as_u64()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_key_answers_with_its_process_after_the_table_has_let_it_go() {
+    let c = Client::new(daemon(), "keyed-pruned").await;
+    let first = start_keyed(&c, "exit 7", "run-1-script-1").await;
+    let id = first["id"].as_u64().unwrap_or_default();
+    // 64 processes are remembered; later starts let the oldest ended ones go.
+    for n in 0..70 {
+        let started = c
+            .send(
+                reqwest::Method::POST,
+                "/processes",
+                Some(json!({"command": format!("exit {}", n % 2)})),
+            )
+            .await;
+        assert_eq!(started.status, 200, "{}", started.body);
+    }
+    let ids = listed(&c).await;
+    assert!(
+        !ids.contains(&id),
+        "the keyed process is still listed: {ids:?}"
+    );
+
+    let again = start_keyed(&c, "exit 7", "run-1-script-1").await;
+    assert_eq!(
+        (again["id"].as_u64(), &again["running"], &again["exit_code"]),
+        (Some(id), &json!(false), &json!(7)),
+        "{again:#}"
+    );
+    assert!(!listed(&c).await.contains(&id), "nothing started again");
 }

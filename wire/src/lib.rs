@@ -171,7 +171,9 @@ pub struct StartProcess {
     pub timeout_ms: Option<u64>,
     /// Names this start (at most [`PROCESS_KEY_MAX`] bytes): a start sent again with the key
     /// of a process the sandbox still knows (running or ended) answers with that process
-    /// instead of starting another, so a start whose reply was lost can be sent again.
+    /// instead of starting another, so a start whose reply was lost can be sent again. An ended
+    /// process the table has let go of keeps answering its key (the last 256 such keys; its
+    /// logs are gone by then). The daemon remembers keys while it runs, not across its restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
 }

@@ -4,7 +4,7 @@
 use crate::error::{ApiError, Result};
 use crate::group::signal;
 use handoff_wire::ProcessInfo;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -13,6 +13,10 @@ use std::time::Duration;
 /// At most this many processes are remembered per sandbox (finished ones are forgotten first).
 pub const MAX_TRACKED: usize = 64;
 
+/// How many keys of processes the table no longer remembers are still answered (with the
+/// process as it ended), so a start sent again long after is not a second start.
+pub const FORGOTTEN_KEYS: usize = 256;
+
 /// A sandbox's background processes: the ones running and the last finished ones.
 pub struct Table {
     pub(crate) logs: PathBuf,
@@ -20,6 +24,8 @@ pub struct Table {
     entries: Mutex<BTreeMap<u64, Arc<Mutex<Entry>>>>,
     /// Held by a keyed start from its look for the key until its entry is in the table.
     pub(crate) keyed_start: tokio::sync::Mutex<()>,
+    /// Keyed processes pruned from `entries`, oldest first, as they ended.
+    forgotten: Mutex<VecDeque<(String, ProcessInfo)>>,
 }
 
 pub(crate) struct Entry {
@@ -38,6 +44,7 @@ impl Table {
             next: AtomicU64::new(1),
             entries: Mutex::new(BTreeMap::new()),
             keyed_start: tokio::sync::Mutex::new(()),
+            forgotten: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -59,11 +66,19 @@ impl Table {
             .collect()
     }
 
-    /// The process started with `key`, while the table remembers it.
+    /// The process started with `key`: from the table, or as it ended once pruned from it (the
+    /// last [`FORGOTTEN_KEYS`] such keys).
     pub(crate) fn keyed(&self, key: &str) -> Option<ProcessInfo> {
-        self.lock().values().find_map(|e| {
+        let known = self.lock().values().find_map(|e| {
             let e = e.lock().ok()?;
             (e.key.as_deref() == Some(key)).then(|| e.info.clone())
+        });
+        known.or_else(|| {
+            let forgotten = self.forgotten.lock().unwrap_or_else(|p| p.into_inner());
+            forgotten
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, info)| info.clone())
         })
     }
 
@@ -112,7 +127,9 @@ impl Table {
                 .map(|(id, _)| *id);
             match finished {
                 Some(id) => {
-                    entries.remove(&id);
+                    if let Some(entry) = entries.remove(&id) {
+                        self.remember_key(&entry);
+                    }
                     let (out, err) = self.log_paths(id);
                     let _ = std::fs::remove_file(out);
                     let _ = std::fs::remove_file(err);
@@ -120,5 +137,16 @@ impl Table {
                 None => break,
             }
         }
+    }
+
+    /// Keeps a pruned entry's key answerable (see [`Table::keyed`]).
+    fn remember_key(&self, entry: &Mutex<Entry>) {
+        let Ok(entry) = entry.lock() else { return };
+        let Some(key) = entry.key.clone() else { return };
+        let mut forgotten = self.forgotten.lock().unwrap_or_else(|p| p.into_inner());
+        if forgotten.len() >= FORGOTTEN_KEYS {
+            forgotten.pop_front();
+        }
+        forgotten.push_back((key, entry.info.clone()));
     }
 }
