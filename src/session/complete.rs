@@ -33,7 +33,9 @@ impl Driver<'_> {
             stop,
             detail,
         } = read;
-        let summary = (outcome.summary.clone())
+        let summary = outcome
+            .summary
+            .clone()
             .unwrap_or_else(|| "(the agent ended without a summary)".to_string());
         outcome.summary = Some(summary.clone());
         if let Some(checkout) = &current.checkout {
