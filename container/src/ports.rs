@@ -14,6 +14,9 @@ use std::sync::Arc;
 
 /// Listening TCP ports inside the sandbox (the egress proxy's own port excluded).
 pub async fn list(registry: &Registry, sandbox: &Arc<Sandbox>) -> Result<Vec<PortInfo>> {
+    // Shared like a command: a delete or pause waits for it, and one behind a delete is refused
+    // rather than start the sandbox again.
+    let _shared = sandbox.gate.shared().await?;
     let running = registry.ensure_running(sandbox).await?;
     let Some(pid) = running.pid else {
         return Err(ApiError::bad_request(
@@ -85,13 +88,18 @@ pub async fn proxy(
             "port {port} cannot be previewed"
         )));
     }
-    let running = registry.ensure_running(sandbox).await?;
-    let stream = netns::connect(running.pid, port).await.map_err(|e| {
-        ApiError::new(
-            handoff_wire::ErrorCode::PortClosed,
-            format!("nothing is listening on port {port} in the sandbox ({e}); start a server there first"),
-        )
-    })?;
+    // The gate is shared while the connection is made, not while it serves (a stream may last):
+    // a delete or pause then ends the connection with the sandbox's network.
+    let stream = {
+        let _shared = sandbox.gate.shared().await?;
+        let running = registry.ensure_running(sandbox).await?;
+        netns::connect(running.pid, port).await.map_err(|e| {
+            ApiError::new(
+                handoff_wire::ErrorCode::PortClosed,
+                format!("nothing is listening on port {port} in the sandbox ({e}); start a server there first"),
+            )
+        })?
+    };
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| ApiError::internal(format!("preview connection: {e}")))?;

@@ -3,6 +3,7 @@
 
 use crate::daemon_api::client_for;
 use handoff_tests::daemon::Daemon;
+use handoff_tests::soak::cgroups_of;
 use serde_json::json;
 use std::time::Duration;
 
@@ -39,6 +40,9 @@ async fn calls_that_waited_behind_a_delete_are_told_it_is_gone_and_start_nothing
         (reqwest::Method::POST, "/files/mkdir?path=made", None),
         (reqwest::Method::GET, "/files/list?path=.", None),
         (reqwest::Method::GET, "/snapshot", None),
+        // Ports and previews start a stopped sandbox: behind a delete they must not.
+        (reqwest::Method::GET, "/ports", None),
+        (reqwest::Method::GET, "/ports/8080/http/", None),
     ]
     .map(|(method, path, body)| {
         let c = client_for(&own, "deleted-behind");
@@ -60,6 +64,48 @@ async fn calls_that_waited_behind_a_delete_are_told_it_is_gone_and_start_nothing
         !own.sandboxes().join("deleted-behind").exists(),
         "the deleted sandbox's folder came back"
     );
+    no_process_left_under(pid).await;
+    assert_eq!(cgroups_of("deleted-behind"), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn ports_and_previews_asked_for_during_a_delete_leave_no_cgroup_behind() {
+    let own = Daemon::start();
+    let pid = own.pgid().expect("daemon pid") as u32;
+    for i in 0..6 {
+        let id = format!("ports-during-delete-{i}");
+        let c = client_for(&own, &id);
+        let created = c.send(reqwest::Method::PUT, "", Some(json!({}))).await;
+        assert_eq!(created.status, 200, "{}", created.body);
+        assert_eq!(c.exec("true", 5000).await["exit_code"], 0);
+        // Asked for over and over, before, during and after the delete.
+        let askers: Vec<_> = (0..4)
+            .map(|n| {
+                let c = client_for(&own, &id);
+                tokio::spawn(async move {
+                    for _ in 0..40 {
+                        let path = if n % 2 == 0 {
+                            "/ports"
+                        } else {
+                            "/ports/8080/http/"
+                        };
+                        let answer = c.send(reqwest::Method::GET, path, None).await;
+                        if answer.status == 404 {
+                            break;
+                        }
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(5 * i)).await;
+        let deleted = c.send(reqwest::Method::DELETE, "", None).await;
+        assert_eq!(deleted.status, 204, "{}", deleted.body);
+        for asker in askers {
+            asker.await.unwrap();
+        }
+        assert_eq!(cgroups_of(&id), Vec::<String>::new(), "round {i}");
+        assert!(!own.sandboxes().join(&id).exists(), "round {i}");
+    }
     no_process_left_under(pid).await;
 }
 

@@ -413,7 +413,7 @@ impl Soak<'_> {
 }
 
 /// The cgroup folders of sandbox `id` that still exist (any controller's `handoff/<id>`).
-fn cgroups_of(id: &str) -> Vec<String> {
+pub fn cgroups_of(id: &str) -> Vec<String> {
     let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") else {
         return Vec::new();
     };

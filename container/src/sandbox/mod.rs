@@ -342,6 +342,8 @@ impl Registry {
             .usable()
             .map_err(ApiError::isolation_unavailable)?;
         let mut runtime = sandbox.runtime.lock().await;
+        // Under the runtime's lock, which a delete's halt takes after closing the gate: no restart.
+        sandbox.gate.still_open()?;
         if let Some(rt) = runtime.as_mut() {
             let alive = rt.init.as_mut().is_none_or(Init::alive);
             if alive {
@@ -488,12 +490,11 @@ impl Sandbox {
 }
 
 async fn stop_runtime(runtime: Option<Runtime>) {
-    if let Some(mut rt) = runtime {
-        if let Some(proxy) = rt.proxy.take() {
-            proxy.abort();
-        }
-        if let Some(mut init) = rt.init.take() {
-            init.kill().await;
-        }
+    let Some(mut rt) = runtime else { return };
+    if let Some(proxy) = rt.proxy.take() {
+        proxy.abort();
+    }
+    if let Some(mut init) = rt.init.take() {
+        init.kill().await;
     }
 }
