@@ -1,5 +1,6 @@
 //! "Did you mean …?": the known name nearest to one that is not known, for the hints in
-//! refusals of unknown tools and unknown fields.
+//! refusals of unknown tools, of unknown fields and variants in tool arguments, and of unknown
+//! fields in `worker.yml`.
 
 /// The known name within two edits of `name` (the nearest; ties go to the first in order).
 pub fn closest<'k>(name: &str, known: &[&'k str]) -> Option<&'k str> {
@@ -32,8 +33,38 @@ pub fn similar<'k>(name: &str, known: &[&'k str]) -> Vec<&'k str> {
         .collect()
 }
 
+/// The hint for serde's refusal of an unknown field or variant ("unknown field `runid`,
+/// expected one of `runId`, …"): the known names it may have meant, as "did you mean …?".
+pub fn hint_for_unknown(message: &str) -> Option<String> {
+    let rest = message
+        .strip_prefix("unknown field `")
+        .or_else(|| message.strip_prefix("unknown variant `"))?;
+    let (given, expected) = rest.split_once("`, expected one of ")?;
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let quoted: Vec<String> = similar(given, &known)
+        .iter()
+        .map(|k| format!("`{k}`"))
+        .collect();
+    match quoted.as_slice() {
+        [] => None,
+        [one] => Some(format!("did you mean {one}?")),
+        many => Some(format!("did you mean one of {}?", many.join(", "))),
+    }
+}
+
+/// A name's words: split at `_ - . /`, spaces and camelCase humps, lower case, a plural `s` off.
 fn words(name: &str) -> Vec<String> {
-    name.split(['_', '-', '.', '/', ' '])
+    let mut spaced = String::with_capacity(name.len() + 4);
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if c.is_ascii_uppercase() && previous_lower {
+            spaced.push(' ');
+        }
+        previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        spaced.push(c);
+    }
+    spaced
+        .split(['_', '-', '.', '/', ' '])
         .filter(|w| !w.is_empty())
         .map(|w| {
             let w = w.to_ascii_lowercase();
@@ -100,6 +131,44 @@ mod tests {
                 "sandbox_files_list"
             ]
         );
+    }
+
+    #[test]
+    fn serde_refusals_of_unknown_names_get_the_name_meant() {
+        let hint = |m: &str| hint_for_unknown(m);
+        assert_eq!(
+            hint("unknown field `runid`, expected one of `runId`, `limit`").as_deref(),
+            Some("did you mean `runId`?")
+        );
+        assert_eq!(
+            hint("unknown field `session_id`, expected one of `task`, `sessionId`").as_deref(),
+            Some("did you mean `sessionId`?")
+        );
+        assert_eq!(
+            hint("unknown field `maxCost`, expected one of `maxCostUsd`, `maxTokens`").as_deref(),
+            Some("did you mean `maxCostUsd`?")
+        );
+        assert_eq!(
+            hint("unknown field `maxPrice`, expected one of `maxCostUsd`, `maxTokens`"),
+            None,
+            "one word in common is not enough"
+        );
+        assert_eq!(
+            hint("unknown variant `complete`, expected one of `queued`, `completed`").as_deref(),
+            Some("did you mean `completed`?")
+        );
+        assert_eq!(
+            hint("unknown field `idempotency_key_value`, expected one of `idempotencyKey`, `keyValue`")
+                .as_deref(),
+            Some("did you mean one of `idempotencyKey`, `keyValue`?")
+        );
+        // Nothing near, a single expected name (serde's message already says it), other messages.
+        assert_eq!(
+            hint("unknown field `zz`, expected one of `runId`, `limit`"),
+            None
+        );
+        assert_eq!(hint("unknown field `runid`, expected `runId`"), None);
+        assert_eq!(hint("invalid type: string \"x\", expected u32"), None);
     }
 
     #[test]

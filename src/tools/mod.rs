@@ -129,7 +129,10 @@ fn parse_arguments<P: DeserializeOwned>(
     arguments: Option<Map<String, Value>>,
 ) -> std::result::Result<P, CallError> {
     crate::json_path::decode(arguments.unwrap_or_default()).map_err(|e| {
-        let (path, inner) = (e.path, e.message);
+        let (path, mut inner) = (e.path, e.message);
+        if let Some(hint) = crate::suggest::hint_for_unknown(&inner) {
+            inner = format!("{inner}; {hint}");
+        }
         CallError::InvalidArguments(if path == "." {
             format!("invalid arguments for {tool}: {inner}")
         } else {

@@ -495,6 +495,27 @@ async fn malformed_messages_get_json_rpc_errors() {
             "{message}"
         );
     }
+    // So is an argument of a misspelt name, or a value of a misspelt variant.
+    for (tool, arguments, meant) in [
+        (
+            "opencode_list_runs",
+            json!({"sessionID": "ses_x"}),
+            "`sessionId`",
+        ),
+        (
+            "opencode_list_runs",
+            json!({"status": "complete"}),
+            "`completed`",
+        ),
+    ] {
+        let reply = mcp.call(tool, arguments).await;
+        let text = reply.to_string();
+        assert!(text.contains(&format!("did you mean {meant}?")), "{text}");
+        assert!(
+            reply.get("error").is_some() || reply["result"]["isError"] == true,
+            "{text}"
+        );
+    }
 }
 
 #[tokio::test]
