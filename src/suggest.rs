@@ -2,8 +2,15 @@
 //! refusals of unknown tools, of unknown fields and variants in tool arguments, and of unknown
 //! fields in `worker.yml`.
 
+/// Names longer than this get no suggestion: none is meant for them, and comparing a name sent
+/// to be long (a megabyte of key, say) with every known one would cost the Worker seconds.
+const LONGEST: usize = 64;
+
 /// The known name within two edits of `name` (the nearest; ties go to the first in order).
 pub fn closest<'k>(name: &str, known: &[&'k str]) -> Option<&'k str> {
+    if name.len() > LONGEST {
+        return None;
+    }
     known
         .iter()
         .map(|k| (distance(name, k), *k))
@@ -16,6 +23,9 @@ pub fn closest<'k>(name: &str, known: &[&'k str]) -> Option<&'k str> {
 /// those made of the most of its words (at least two, in any order, case and a plural `s`
 /// ignored: `sandbox_read_file` → `sandbox_files_read`), at most three.
 pub fn similar<'k>(name: &str, known: &[&'k str]) -> Vec<&'k str> {
+    if name.len() > LONGEST {
+        return Vec::new();
+    }
     if let Some(near) = closest(name, known) {
         return vec![near];
     }
@@ -169,6 +179,20 @@ mod tests {
         );
         assert_eq!(hint("unknown field `runid`, expected `runId`"), None);
         assert_eq!(hint("invalid type: string \"x\", expected u32"), None);
+    }
+
+    #[test]
+    fn a_name_too_long_to_be_meant_is_not_compared() {
+        let long = "sandbox_files_read_".repeat(100_000);
+        // Made of a known tool's words, it would be suggested for were it compared at all.
+        assert!(similar(&long, TOOLS).is_empty());
+        assert_eq!(closest(&long, TOOLS), None);
+        let field = format!("unknown field `{long}`, expected one of `sandboxFilesRead`, `limit`");
+        assert_eq!(hint_for_unknown(&field), None);
+        // The longest name still compared is suggested for as before.
+        let longest = format!("sandbox_read_file_{}", "x".repeat(LONGEST - 18));
+        assert_eq!(longest.len(), LONGEST);
+        assert_eq!(similar(&longest, TOOLS), ["sandbox_files_read"]);
     }
 
     #[test]

@@ -210,7 +210,11 @@ pub fn unknown_tool_message(name: &str) -> String {
         [one] => format!(" (did you mean {one:?}?)"),
         many => format!(" (did you mean one of {}?)", quoted(many)),
     };
-    format!("unknown tool {name:?}{hint}; call tools/list for the available tools")
+    let shown = match name.char_indices().nth(64) {
+        Some((end, _)) => format!("{:?}… ({} bytes)", &name[..end], name.len()),
+        None => format!("{name:?}"),
+    };
+    format!("unknown tool {shown}{hint}; call tools/list for the available tools")
 }
 
 fn quoted(names: &[&str]) -> String {

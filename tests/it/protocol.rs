@@ -495,6 +495,14 @@ async fn malformed_messages_get_json_rpc_errors() {
             "{message}"
         );
     }
+    // A name far too long for any tool is neither compared nor echoed whole.
+    let long = "sandbox_files_read_".repeat(10_000);
+    let reply = mcp.call(&long, json!({})).await;
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(message.len() < 300, "{message}");
+    assert!(message.contains("(190000 bytes)"), "{message}");
+    assert!(!message.contains("did you mean"), "{message}");
     // So is an argument of a misspelt name, or a value of a misspelt variant.
     for (tool, arguments, meant) in [
         (
