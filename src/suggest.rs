@@ -3,10 +3,12 @@
 //! fields in `worker.yml`.
 
 /// Names longer than this get no suggestion: none is meant for them, and comparing a name sent
-/// to be long (a megabyte of key, say) with every known one would cost the Worker seconds.
-const LONGEST: usize = 64;
+/// to be long with every known one costs CPU on every call (measured natively: 0.31 s for a
+/// 190 KB tool name against 45 tools, 0.42 s for a 1 MiB key against 15 fields).
+pub const LONGEST: usize = 64;
 
-/// The known name within two edits of `name` (the nearest; ties go to the first in order).
+/// The known name within two edits of `name` (the nearest; of equally near ones, the first
+/// alphabetically).
 pub fn closest<'k>(name: &str, known: &[&'k str]) -> Option<&'k str> {
     if name.len() > LONGEST {
         return None;
@@ -30,15 +32,19 @@ pub fn similar<'k>(name: &str, known: &[&'k str]) -> Vec<&'k str> {
         return vec![near];
     }
     let wanted = words(name);
-    let shared = |k: &str| words(k).iter().filter(|w| wanted.contains(w)).count();
-    let best = known.iter().map(|k| shared(k)).max().unwrap_or(0);
+    let shared: Vec<usize> = known
+        .iter()
+        .map(|k| words(k).iter().filter(|w| wanted.contains(w)).count())
+        .collect();
+    let best = shared.iter().copied().max().unwrap_or(0);
     if best < 2 {
         return Vec::new();
     }
     known
         .iter()
-        .copied()
-        .filter(|k| shared(k) == best)
+        .zip(shared)
+        .filter(|(_, n)| *n == best)
+        .map(|(k, _)| *k)
         .take(3)
         .collect()
 }

@@ -210,7 +210,8 @@ pub fn unknown_tool_message(name: &str) -> String {
         [one] => format!(" (did you mean {one:?}?)"),
         many => format!(" (did you mean one of {}?)", quoted(many)),
     };
-    let shown = match name.char_indices().nth(64) {
+    // A name too long to be meant is shown by its start and length, not echoed whole.
+    let shown = match name.char_indices().nth(crate::suggest::LONGEST) {
         Some((end, _)) => format!("{:?}… ({} bytes)", &name[..end], name.len()),
         None => format!("{name:?}"),
     };
