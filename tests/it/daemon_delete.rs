@@ -16,16 +16,7 @@ async fn calls_that_waited_behind_a_delete_are_told_it_is_gone_and_start_nothing
     assert_eq!(created.status, 200, "{}", created.body);
     // A command holds the sandbox, so the delete waits for it; the calls sent after the delete
     // found the sandbox still there, and wait behind the delete.
-    let holder = {
-        let c = client_for(&own, "deleted-behind");
-        tokio::spawn(async move { c.exec("sleep 2", 10_000).await })
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let delete = {
-        let c = client_for(&own, "deleted-behind");
-        tokio::spawn(async move { c.send(reqwest::Method::DELETE, "", None).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let deleted = delete_behind_a_command(&own, "deleted-behind").await;
     let behind = [
         (
             reqwest::Method::POST,
@@ -48,9 +39,7 @@ async fn calls_that_waited_behind_a_delete_are_told_it_is_gone_and_start_nothing
         let c = client_for(&own, "deleted-behind");
         tokio::spawn(async move { (path, c.send(method, path, body).await) })
     });
-    assert_eq!(holder.await.unwrap()["exit_code"], 0);
-    let deleted = delete.await.unwrap();
-    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    deleted.await.unwrap();
     for call in behind {
         let (path, answer) = call.await.unwrap();
         assert_eq!(answer.status, 404, "{path}: {}", answer.body);
@@ -110,6 +99,34 @@ async fn ports_and_previews_asked_for_during_a_delete_leave_no_cgroup_behind() {
 }
 
 #[tokio::test]
+async fn a_screenshot_asked_for_during_a_delete_is_told_it_is_gone() {
+    let own = Daemon::start();
+    let pid = own.pgid().expect("daemon pid") as u32;
+    let c = client_for(&own, "shot-behind");
+    let created = c.send(reqwest::Method::PUT, "", Some(json!({}))).await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    let shot = json!({"action": "screenshot"});
+    let first = c
+        .send(reqwest::Method::POST, "/desktop", Some(shot.clone()))
+        .await;
+    assert_eq!(
+        first.status, 200,
+        "the desktop did not start: {}",
+        first.body
+    );
+    // A command holds the sandbox, so the delete waits for it; the screenshot asked for after
+    // the delete finds the desktop running and must wait behind the delete, not photograph it.
+    let deleted = delete_behind_a_command(&own, "shot-behind").await;
+    let behind = c.send(reqwest::Method::POST, "/desktop", Some(shot)).await;
+    deleted.await.unwrap();
+    let said: String = behind.body.chars().take(200).collect();
+    assert_eq!(behind.status, 404, "a screenshot was taken: {said}");
+    assert!(behind.body.contains("deleted"), "{said}");
+    no_process_left_under(pid).await;
+    assert_eq!(cgroups_of("shot-behind"), Vec::<String>::new());
+}
+
+#[tokio::test]
 async fn a_sandbox_deleted_while_it_starts_leaves_no_process_behind() {
     let own = Daemon::start();
     let pid = own.pgid().expect("daemon pid") as u32;
@@ -124,6 +141,26 @@ async fn a_sandbox_deleted_while_it_starts_leaves_no_process_behind() {
         assert_eq!(deleted.status, 204, "{}", deleted.body);
     }
     no_process_left_under(pid).await;
+}
+
+/// Starts a command that holds sandbox `id` for 2 s and, while it runs, a delete that waits for
+/// it; returns once the delete waits, with a task that ends when both have ended well.
+async fn delete_behind_a_command(own: &Daemon, id: &str) -> tokio::task::JoinHandle<()> {
+    let holder = {
+        let c = client_for(own, id);
+        tokio::spawn(async move { c.exec("sleep 2", 10_000).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let delete = {
+        let c = client_for(own, id);
+        tokio::spawn(async move { c.send(reqwest::Method::DELETE, "", None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::spawn(async move {
+        assert_eq!(holder.await.unwrap()["exit_code"], 0);
+        let deleted = delete.await.unwrap();
+        assert_eq!(deleted.status, 204, "{}", deleted.body);
+    })
 }
 
 /// Waits up to 4 s for the daemon `pid` to have no process under it left.

@@ -285,6 +285,9 @@ async fn screenshot(
     screen: &Screen,
 ) -> Result<(Vec<u8>, u32, u32)> {
     let args = argv(&["xwd", "-root", "-silent"]);
+    // Shared like any command, so a pause, snapshot or delete does not run beside the dump (or
+    // find the sandbox started again after it halted it). Nothing below takes the gate again.
+    let _shared = sandbox.gate.shared().await?;
     let mut child = exec::spawn(registry, sandbox, &args, None, &env()).await?;
     let cap = screen.width as usize * screen.height as usize * 4 + 64 * 1024;
     let mut dump = Vec::new();
