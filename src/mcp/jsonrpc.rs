@@ -127,7 +127,7 @@ pub fn classify(value: Value) -> Result<Message, RpcError> {
         Value::Array(_) => {
             return Err(invalid_request(
                 None,
-                "batches are not supported: send one JSON-RPC message per POST",
+                "a batch may not hold another batch: each item must be one JSON-RPC message",
             ))
         }
         _ => {

@@ -3,6 +3,7 @@
 //! request: the initialize era (sessions) and 2026-07-28 (`modern`, stateless). Methods are
 //! handled in `server`.
 
+mod batch;
 mod failure;
 pub(crate) mod jsonrpc;
 mod modern;
@@ -138,6 +139,9 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
             ))
         }
     };
+    if let Value::Array(items) = value {
+        return post_batch(&req, env, principal, mode, items).await;
+    }
     let message = match jsonrpc::classify(value) {
         Ok(message) => message,
         Err(e) => return Ok(error_response(400, &e)),
@@ -223,6 +227,28 @@ async fn post(mut req: Request, env: &Env, principal: Principal) -> Result<Respo
         Ok(outcome) => finish(mode, outcome),
         Err(stream) => Ok(stream),
     }
+}
+
+/// A JSON-RPC batch: 2025-03-26 only, within its session.
+async fn post_batch(
+    req: &Request,
+    env: &Env,
+    principal: Principal,
+    mode: Mode,
+    items: Vec<Value>,
+) -> Result<Response> {
+    let headers = req.headers();
+    let version = header(headers, VERSION_HEADER)
+        .unwrap_or_else(|| protocol::ASSUMED_WITHOUT_HEADER.to_string());
+    if let Some((status, error)) = batch::refused(&version, &items) {
+        return Ok(error_response(status, &error));
+    }
+    let ledger = match session_ledger(env, headers, &principal, None)? {
+        Ok(ledger) => ledger,
+        Err(response) => return Ok(response),
+    };
+    let base_url = http::base_url(env, req);
+    batch::post(env, principal, ledger, base_url, mode, items).await
 }
 
 /// The progress token and status line of a request whose client asked for progress (and

@@ -5,6 +5,7 @@
 mod agent_reuse;
 mod agent_runs;
 mod auth;
+mod batches;
 mod budgets;
 mod by_products;
 mod callbacks;
