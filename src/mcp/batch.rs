@@ -12,8 +12,10 @@ use crate::error::Result;
 use crate::ledger::api::Ledger;
 use crate::principal::Principal;
 use crate::tools::Ctx;
-use futures::future::join_all;
 use serde_json::Value;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::Poll;
 use worker::{Env, Response};
 
 /// The one version with batches.
@@ -64,7 +66,7 @@ pub async fn post(
         status: None,
         task_ttl_ms: None,
     };
-    let answers = join_all(items.into_iter().map(|item| answer(&ctx, item))).await;
+    let answers = all(items.into_iter().map(|item| answer(&ctx, item)).collect()).await;
     let mut parts = Vec::new();
     for answer in answers {
         match answer {
@@ -111,5 +113,54 @@ async fn answer(ctx: &Ctx<'_>, item: Value) -> Answer {
         Ok(encoded) => Answer::Encoded(encoded),
         Err(Failure::SessionGone(e)) => Answer::Gone(e),
         Err(Failure::Rpc(e)) => Answer::Encoded(e.to_json().to_string()),
+    }
+}
+
+/// Every future's output, in order, the futures run at once. `futures::future::join_all` does
+/// the same but brings its `FuturesUnordered` machinery into the bundle for more than 30; a
+/// batch is at most [`MAX_MESSAGES`], so each wake-up polls those not done yet.
+async fn all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut pending: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    poll_fn(|cx| {
+        let mut waiting = false;
+        for (future, output) in pending.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::channel::oneshot;
+    use futures::future::{BoxFuture, FutureExt};
+
+    #[test]
+    fn all_runs_the_futures_at_once_and_keeps_their_order() {
+        let (tx, rx) = oneshot::channel::<u32>();
+        // The first waits for the second: run one after the other they would never end.
+        let first: BoxFuture<'static, u32> = async move { rx.await.unwrap_or(0) + 1 }.boxed();
+        let second: BoxFuture<'static, u32> = async move {
+            tx.send(41).ok();
+            7
+        }
+        .boxed();
+        let third: BoxFuture<'static, u32> = async { 3 }.boxed();
+        let outputs = futures::executor::block_on(all(vec![first, second, third]));
+        assert_eq!(outputs, [42, 7, 3]);
+        assert!(futures::executor::block_on(all(Vec::<BoxFuture<'static, u32>>::new())).is_empty());
     }
 }
