@@ -25,7 +25,14 @@ pub const MAX_MESSAGES: usize = 32;
 
 /// Why a batch is refused as a whole, before any of it runs: its HTTP status and error.
 pub fn refused(version: &str, items: &[Value]) -> Option<(u16, jsonrpc::RpcError)> {
-    let message = if version != VERSION {
+    let known =
+        super::protocol::is_supported(version) || super::modern::VERSIONS.contains(&version);
+    let message = if !known {
+        format!(
+            "unsupported MCP-Protocol-Version {version:?}; JSON-RPC batches are part of MCP \
+             {VERSION} only: send that version, or one JSON-RPC message per POST"
+        )
+    } else if version != VERSION {
         format!(
             "JSON-RPC batches are part of MCP {VERSION} only (2025-06-18 removed them); this \
              request speaks {version}: send one JSON-RPC message per POST"

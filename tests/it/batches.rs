@@ -143,6 +143,22 @@ async fn batches_that_cannot_be_answered_are_refused_whole() {
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.error_code(), -32600);
     assert!(r.body.contains("2025-03-26 only"), "{}", r.body);
+    let r = send(
+        &old.http,
+        &old.endpoint,
+        TOKEN,
+        Some(&old.session),
+        Some("1999-01-01"),
+        &batch(std::slice::from_ref(&ping)),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.contains("unsupported MCP-Protocol-Version"),
+        "{}",
+        r.body
+    );
     // A batch is answered within a session like any message: none, or an ended one, is refused.
     let r = send(
         &old.http,
