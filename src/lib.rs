@@ -1,6 +1,13 @@
 //! handoff: the Cloudflare Worker entry point. This file only routes requests to the modules
 //! that own them; see ARCHITECTURE.md for the code map.
 
+// The features `bundle-front` and `bundle-objects` build a wasm that is never served, only weighed
+// (`cargo xtask bench bundle-split`): what is left out there is not dead in the real build.
+#![cfg_attr(
+    any(feature = "bundle-front", feature = "bundle-objects"),
+    allow(dead_code, unused_imports)
+)]
+
 mod artifacts;
 mod auth;
 mod authstore;
@@ -60,7 +67,7 @@ pub use session::WorkSession;
 
 use worker::{event, Context, Env, Method, Request, Response, Result};
 
-#[event(fetch)]
+#[cfg_attr(not(feature = "bundle-objects"), event(fetch))]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     // A preview origin serves its sandbox's port and nothing of handoff's.
     if let Some(host) = preview::preview_host(&req, &env) {

@@ -67,6 +67,7 @@ const FAILURE: char = 'e';
 /// requires of an RPC target.
 macro_rules! export_rpc {
     ($class:ty, |$object:ident, $text:ident| $body:expr) => {
+        #[cfg(not(feature = "bundle-front"))]
         #[::wasm_bindgen::prelude::wasm_bindgen]
         impl $class {
             #[wasm_bindgen(js_name = handoffRpc)]

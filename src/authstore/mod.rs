@@ -26,7 +26,7 @@ const HOUSEKEEPING_MS: i64 = 6 * 3600 * 1000;
 const CLIENT_IDLE_MS: i64 = 30 * 24 * 3600 * 1000;
 
 /// Cloned for each op it answers over RPC (`rpc::export_rpc!`): every field is shared.
-#[durable_object]
+#[cfg_attr(not(feature = "bundle-front"), durable_object)]
 #[derive(Clone)]
 pub struct AuthStoreObject {
     state: Rc<State>,
@@ -35,6 +35,7 @@ pub struct AuthStoreObject {
     alarm_checked: Rc<Cell<bool>>,
 }
 
+#[cfg(not(feature = "bundle-front"))]
 impl DurableObject for AuthStoreObject {
     fn new(state: State, env: Env) -> Self {
         if let Err(e) = store::create_schema(&state.storage().sql()) {

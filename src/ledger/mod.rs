@@ -40,7 +40,7 @@ const _: () = assert!(
 const MCP_SESSION_TOUCH_MS: i64 = 3600 * 1000;
 
 /// Cloned for each op it answers over RPC (`rpc::export_rpc!`): every field is shared.
-#[durable_object]
+#[cfg_attr(not(feature = "bundle-front"), durable_object)]
 #[derive(Clone)]
 pub struct RunLedger {
     state: Rc<State>,
@@ -53,6 +53,7 @@ pub struct RunLedger {
     waiters: Rc<waiters::Waiters>,
 }
 
+#[cfg(not(feature = "bundle-front"))]
 impl DurableObject for RunLedger {
     fn new(state: State, env: Env) -> Self {
         if let Err(e) = store::create_schema(&state.storage().sql()) {

@@ -23,13 +23,14 @@ use worker::{console_error, durable_object, DurableObject, Env, Request, Respons
 const RETRY_MS: i64 = 10_000;
 
 /// Cloned for each op it answers over RPC (`rpc::export_rpc!`).
-#[durable_object]
+#[cfg_attr(not(feature = "bundle-front"), durable_object)]
 #[derive(Clone)]
 pub struct WorkerRegistry {
     state: Rc<State>,
     env: Env,
 }
 
+#[cfg(not(feature = "bundle-front"))]
 impl DurableObject for WorkerRegistry {
     fn new(state: State, env: Env) -> Self {
         let sql = state.storage().sql();

@@ -161,11 +161,12 @@ fn code_of(kind: ErrorKind) -> ErrorCode {
 }
 
 /// The container host of `small` sandboxes (instance type in wrangler.toml).
-#[durable_object]
+#[cfg_attr(not(feature = "bundle-front"), durable_object)]
 pub struct SandboxHostSmall {
     host: Host,
 }
 
+#[cfg(not(feature = "bundle-front"))]
 impl DurableObject for SandboxHostSmall {
     fn new(state: State, env: Env) -> Self {
         Self {
@@ -179,11 +180,12 @@ impl DurableObject for SandboxHostSmall {
 }
 
 /// The container host of `medium` sandboxes (instance type in wrangler.toml).
-#[durable_object]
+#[cfg_attr(not(feature = "bundle-front"), durable_object)]
 pub struct SandboxHostMedium {
     host: Host,
 }
 
+#[cfg(not(feature = "bundle-front"))]
 impl DurableObject for SandboxHostMedium {
     fn new(state: State, env: Env) -> Self {
         Self {

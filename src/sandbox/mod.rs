@@ -50,7 +50,7 @@ macro_rules! on_daemon {
 mod handler;
 
 /// Cloned for each op it answers over RPC (`rpc::export_rpc!`): every field is shared.
-#[durable_object]
+#[cfg_attr(not(feature = "bundle-front"), durable_object)]
 #[derive(Clone)]
 pub struct SandboxObject {
     state: Rc<State>,
@@ -61,6 +61,7 @@ pub struct SandboxObject {
     watch: Rc<container::Watch>,
 }
 
+#[cfg(not(feature = "bundle-front"))]
 impl DurableObject for SandboxObject {
     fn new(state: State, env: Env) -> Self {
         if let Err(e) = store::create_schema(&state.storage().sql()) {

@@ -38,13 +38,14 @@ const STEPS_PER_ALARM: usize = 20;
 const YIELD_MS: i64 = 50;
 
 /// Cloned for each op it answers over RPC (`rpc::export_rpc!`).
-#[durable_object]
+#[cfg_attr(not(feature = "bundle-front"), durable_object)]
 #[derive(Clone)]
 pub struct WorkSession {
     state: Rc<State>,
     env: Env,
 }
 
+#[cfg(not(feature = "bundle-front"))]
 impl DurableObject for WorkSession {
     fn new(state: State, env: Env) -> Self {
         if let Err(e) = store::create_schema(&state.storage().sql()) {

@@ -98,6 +98,57 @@ pub fn report() {
     );
 }
 
+/// `bench bundle-split` (after `cargo xtask bench bundle-split` built the halves): the served
+/// wasm beside the two halves of a split deployment — the Worker serving `/mcp`, OAuth and pages
+/// with the Durable Objects in a Worker of their own — each weighed as the target weighs it.
+pub fn report_split() {
+    println!("== Bundle, split in two Workers (built only to be weighed) ==");
+    let split = root().join("target/bundle-split");
+    let wasms = [
+        ("one Worker (what is served)", root().join("build")),
+        ("front: /mcp, OAuth, pages, hooks", split.join("front")),
+        ("objects: the Durable Objects", split.join("objects")),
+    ];
+    for (what, dir) in wasms {
+        let Ok(bytes) = std::fs::read(dir.join("index_bg.wasm")) else {
+            println!(
+                "{what}: no {} (run cargo xtask bench bundle-split)",
+                dir.display()
+            );
+            continue;
+        };
+        let gzipped = gzip(&bytes).len();
+        let module = Module::parse(&bytes).unwrap_or_default();
+        let named = std::fs::read(dir.join("index_bg.named.wasm")).unwrap_or_default();
+        let named = Module::parse(&named).unwrap_or_default();
+        let sized = |pick: &dyn Fn(&str) -> bool| -> usize {
+            named
+                .bodies
+                .iter()
+                .enumerate()
+                .filter(|(index, _)| {
+                    let name = named.names.get(&(named.imported + *index as u32));
+                    name.is_some_and(|n| pick(n))
+                })
+                .map(|(_, size)| size)
+                .sum()
+        };
+        let serde = sized(&|n: &str| n.contains("serde"));
+        let tools = sized(&|n: &str| n.starts_with("handoff::tools::call::"));
+        println!(
+            "{what}: {:.2} MB raw, {:.0} KB gzip -9 (target <= 450 KB gzip) {}; code {:.0} KB raw, data {:.0} KB raw; functions named for serde {:.0} KB raw ({:.0} % of the code), tools::call {:.0} KB",
+            bytes.len() as f64 / 1e6,
+            gzipped as f64 / 1e3,
+            verdict(gzipped as f64 <= 450e3),
+            module.code.len() as f64 / 1e3,
+            module.data.len() as f64 / 1e3,
+            serde as f64 / 1e3,
+            100.0 * serde as f64 / module.code.len().max(1) as f64,
+            tools as f64 / 1e3,
+        );
+    }
+}
+
 /// `handoff::tools` for a function of handoff's own (`handoff::tools::call::{{closure}}`,
 /// `<handoff::ledger::X as serde::Deserialize>::…`), or of its wire crate (`handoff_wire::…`).
 fn handoff_module(name: &str) -> Option<String> {

@@ -1,4 +1,4 @@
-//! `cargo xtask bench [runs|hot|bundle|sandboxes|containers|agent|agent-spare|agent-cold [N]|oauth|workers|load|wait|soak|profile]`: starts fresh local stacks and prints figures — what was
+//! `cargo xtask bench [runs|hot|bundle|bundle-split|sandboxes|containers|agent|agent-spare|agent-cold [N]|oauth|workers|load|wait|soak|profile]`: starts fresh local stacks and prints figures — what was
 //! measured and how it compares with the targets. It never fails on a target.
 
 mod agent;
@@ -29,6 +29,8 @@ async fn main() {
         "hot" => runs::run(false).await,
         // Only the bundle's size and what it is made of (no stack).
         "bundle" => bundle::report(),
+        // The bundle split in two Workers (halves built by `cargo xtask bench bundle-split`).
+        "bundle-split" => bundle::report_split(),
         "sandboxes" => sandboxes::run().await,
         "containers" => containers::run().await,
         "agent" => agent::run().await,
@@ -55,7 +57,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "bench: unknown benchmark {other:?}; use runs, hot, bundle, sandboxes, containers, agent, agent-spare, agent-cold [N], oauth, workers, load, wait, soak, profile or all"
+                "bench: unknown benchmark {other:?}; use runs, hot, bundle, bundle-split, sandboxes, containers, agent, agent-spare, agent-cold [N], oauth, workers, load, wait, soak, profile or all"
             );
             std::process::exit(2);
         }

@@ -44,6 +44,24 @@ pub fn run(args: &[String]) -> Result {
             "warnings",
         ]),
     )?;
+    // The halves `bench bundle-split` weighs: kept compiling, or the bench breaks unseen.
+    for feature in ["bundle-front", "bundle-objects"] {
+        step(
+            &format!("clippy (wasm32, --features {feature})"),
+            cargo().args([
+                "clippy",
+                "-p",
+                "handoff",
+                "--target",
+                "wasm32-unknown-unknown",
+                "--features",
+                feature,
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        )?;
+    }
     step(
         "unit tests",
         cargo().args([
@@ -95,6 +113,9 @@ pub fn bench(args: &[String]) -> Result {
     let tools = setup::ensure()?;
     worker::build(&tools)?;
     worker::build_daemon(&tools)?;
+    if args.first().map(String::as_str) == Some("bundle-split") {
+        worker::build_split_halves(&tools)?;
+    }
     let mut cmd = tools.command("cargo");
     // The client's own cost is microseconds next to the server's milliseconds, so it runs in
     // the dev profile the tests already built rather than in a long optimized build.

@@ -19,6 +19,25 @@ pub fn build(tools: &Tools) -> Result {
     write_catalog(tools)?;
     println!("xtask: building the Worker (release wasm)");
     let root = root();
+    proc::run(&mut worker_build(tools))?;
+    if !bundle_entry().exists() {
+        return Err(format!(
+            "worker-build finished but {} is missing",
+            bundle_entry().display()
+        ));
+    }
+    let finished = shim::finish(tools, &root.join("build/index.js"))
+        .and_then(|()| strip_names(tools, &root.join("build/index_bg.wasm"), &named_wasm()));
+    if finished.is_err() {
+        // Not left looking fresh: the next build starts over instead of serving it half done.
+        let _ = std::fs::remove_file(bundle_entry());
+    }
+    finished
+}
+
+/// worker-build, pointed at the installed tools, building the release wasm into `build/`.
+fn worker_build(tools: &Tools) -> std::process::Command {
+    let root = root();
     let mut cmd = tools.command(tools.cargo_bin.join("worker-build"));
     cmd.arg("--release")
         .current_dir(&root)
@@ -33,20 +52,28 @@ pub fn build(tools: &Tools) -> Result {
             "WASM_OPT_BIN",
             root.join("node_modules/binaryen/bin/wasm-opt"),
         );
-    proc::run(&mut cmd)?;
-    if !bundle_entry().exists() {
-        return Err(format!(
-            "worker-build finished but {} is missing",
-            bundle_entry().display()
-        ));
+    cmd
+}
+
+/// The two halves of a split deployment, built to be weighed only (`bench bundle-split`): the
+/// wasm with the crate feature `bundle-<half>`, through the same pipeline as the served one,
+/// into `target/bundle-split/<half>/` (`index_bg.wasm` without names, `index_bg.named.wasm`).
+pub fn build_split_halves(tools: &Tools) -> Result {
+    for half in ["front", "objects"] {
+        println!("xtask: building the wasm of a split deployment's {half} (weighed, never served)");
+        let out = format!("target/bundle-split/{half}");
+        let mut cmd = worker_build(tools);
+        cmd.args(["--out-dir", &out, "."])
+            .args(["--features", &format!("bundle-{half}")]);
+        proc::run(&mut cmd)?;
+        let dir = root().join(&out);
+        strip_names(
+            tools,
+            &dir.join("index_bg.wasm"),
+            &dir.join("index_bg.named.wasm"),
+        )?;
     }
-    let finished = shim::finish(tools, &root.join("build/index.js"))
-        .and_then(|()| strip_names(tools, &root.join("build/index_bg.wasm")));
-    if finished.is_err() {
-        // Not left looking fresh: the next build starts over instead of serving it half done.
-        let _ = std::fs::remove_file(bundle_entry());
-    }
-    finished
+    Ok(())
 }
 
 /// Writes the files the wasm serves as they are but that are generated natively, when they
@@ -85,8 +112,8 @@ fn write_catalog(tools: &Tools) -> Result {
 /// 1.65 MB bundle): the Worker's panics then name function indices, not functions. The named
 /// wasm stays beside it ([`named_wasm`]), never served: stripping keeps every function's index,
 /// so it turns a CPU profile's or a panic's indices back into names.
-fn strip_names(tools: &Tools, wasm: &Path) -> Result {
-    std::fs::copy(wasm, named_wasm()).map_err(|e| format!("{}: {e}", wasm.display()))?;
+fn strip_names(tools: &Tools, wasm: &Path, named: &Path) -> Result {
+    std::fs::copy(wasm, named).map_err(|e| format!("{}: {e}", wasm.display()))?;
     let stripped = wasm.with_extension("stripped.wasm");
     let mut cmd = tools.command(root().join("node_modules/binaryen/bin/wasm-opt"));
     cmd.arg(wasm).arg("-o").arg(&stripped);
