@@ -1,10 +1,14 @@
 //! handoff: the Cloudflare Worker entry point. This file only routes requests to the modules
 //! that own them; see ARCHITECTURE.md for the code map.
 
-// The features `bundle-front` and `bundle-objects` build a wasm that is never served, only weighed
-// (`cargo xtask bench bundle-split`): what is left out there is not dead in the real build.
+// The `bundle-*` features build a wasm that is never served, only weighed (`cargo xtask bench
+// bundle-split`): what is left out there is not dead in the real build.
 #![cfg_attr(
-    any(feature = "bundle-front", feature = "bundle-objects"),
+    any(
+        feature = "bundle-front",
+        feature = "bundle-objects",
+        feature = "bundle-one-tool"
+    ),
     allow(dead_code, unused_imports)
 )]
 

@@ -277,6 +277,7 @@ macro_rules! tool_set {
     };
 }
 
+#[cfg(not(feature = "bundle-one-tool"))]
 tool_set!(
     runs::RunTask,
     runs::GetResult,
@@ -324,3 +325,8 @@ tool_set!(
     workers::SecretSet,
     workers::SecretDelete,
 );
+
+// Measurement only (`bench bundle-split`): the front Worker with a single tool, to weigh what
+// the Worker is without its tools.
+#[cfg(feature = "bundle-one-tool")]
+tool_set!(runs::GetResult);

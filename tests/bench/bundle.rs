@@ -108,6 +108,10 @@ pub fn report_split() {
         ("one Worker (what is served)", root().join("build")),
         ("front: /mcp, OAuth, pages, hooks", split.join("front")),
         ("objects: the Durable Objects", split.join("objects")),
+        (
+            "front with one tool (what it is without its tools)",
+            split.join("front-one-tool"),
+        ),
     ];
     for (what, dir) in wasms {
         let Ok(bytes) = std::fs::read(dir.join("index_bg.wasm")) else {

@@ -45,7 +45,11 @@ pub fn run(args: &[String]) -> Result {
         ]),
     )?;
     // The halves `bench bundle-split` weighs: kept compiling, or the bench breaks unseen.
-    for feature in ["bundle-front", "bundle-objects"] {
+    for feature in [
+        "bundle-front",
+        "bundle-objects",
+        "bundle-front,bundle-one-tool",
+    ] {
         step(
             &format!("clippy (wasm32, --features {feature})"),
             cargo().args([
@@ -114,7 +118,7 @@ pub fn bench(args: &[String]) -> Result {
     worker::build(&tools)?;
     worker::build_daemon(&tools)?;
     if args.first().map(String::as_str) == Some("bundle-split") {
-        worker::build_split_halves(&tools)?;
+        worker::build_split_variants(&tools)?;
     }
     let mut cmd = tools.command("cargo");
     // The client's own cost is microseconds next to the server's milliseconds, so it runs in

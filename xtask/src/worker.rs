@@ -57,14 +57,20 @@ fn worker_build(tools: &Tools) -> std::process::Command {
 
 /// The two halves of a split deployment, built to be weighed only (`bench bundle-split`): the
 /// wasm with the crate feature `bundle-<half>`, through the same pipeline as the served one,
-/// into `target/bundle-split/<half>/` (`index_bg.wasm` without names, `index_bg.named.wasm`).
-pub fn build_split_halves(tools: &Tools) -> Result {
-    for half in ["front", "objects"] {
+/// into `target/bundle-split/<half>/` (`index_bg.wasm` without names, `index_bg.named.wasm`);
+/// and a third, `front-one-tool`, the front with a single tool: what it is without its tools.
+pub fn build_split_variants(tools: &Tools) -> Result {
+    let variants = [
+        ("front", "bundle-front"),
+        ("objects", "bundle-objects"),
+        ("front-one-tool", "bundle-front,bundle-one-tool"),
+    ];
+    for (half, features) in variants {
         println!("xtask: building the wasm of a split deployment's {half} (weighed, never served)");
         let out = format!("target/bundle-split/{half}");
         let mut cmd = worker_build(tools);
         cmd.args(["--out-dir", &out, "."])
-            .args(["--features", &format!("bundle-{half}")]);
+            .args(["--features", features]);
         proc::run(&mut cmd)?;
         let dir = root().join(&out);
         strip_names(
