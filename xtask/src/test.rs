@@ -31,40 +31,30 @@ pub fn run(args: &[String]) -> Result {
             "warnings",
         ]),
     )?;
-    step(
-        "clippy (wasm32)",
-        cargo().args([
+    // The served wasm, then the variants `bench bundle-split` weighs (kept compiling, or the
+    // bench breaks unseen).
+    for features in [
+        None,
+        Some("bundle-front"),
+        Some("bundle-objects"),
+        Some("bundle-front,bundle-one-tool"),
+    ] {
+        let mut clippy = cargo();
+        clippy.args([
             "clippy",
             "-p",
             "handoff",
             "--target",
             "wasm32-unknown-unknown",
-            "--",
-            "-D",
-            "warnings",
-        ]),
-    )?;
-    // The halves `bench bundle-split` weighs: kept compiling, or the bench breaks unseen.
-    for feature in [
-        "bundle-front",
-        "bundle-objects",
-        "bundle-front,bundle-one-tool",
-    ] {
-        step(
-            &format!("clippy (wasm32, --features {feature})"),
-            cargo().args([
-                "clippy",
-                "-p",
-                "handoff",
-                "--target",
-                "wasm32-unknown-unknown",
-                "--features",
-                feature,
-                "--",
-                "-D",
-                "warnings",
-            ]),
-        )?;
+        ]);
+        let name = match features {
+            Some(features) => {
+                clippy.args(["--features", features]);
+                format!("clippy (wasm32, --features {features})")
+            }
+            None => "clippy (wasm32)".to_string(),
+        };
+        step(&name, clippy.args(["--", "-D", "warnings"]))?;
     }
     step(
         "unit tests",
